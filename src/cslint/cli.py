@@ -1,0 +1,162 @@
+"""The `cslint` command line.
+
+Exit codes (as ruff): 0 no findings, 1 findings, 2 usage error, bad configuration,
+or input that could not be read or parsed (the other files are still checked).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from cslint import __version__
+from cslint.codes import CODES
+from cslint.config import Config, ConfigError, find_config_file, load_config_file, \
+    parse_version
+from cslint.rules import all_rules, validate_selector
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _split_codes(values: tuple[str, ...]) -> tuple[str, ...]:
+    codes = tuple(c.strip().upper() for v in values for c in v.split(",") if c.strip())
+    for code in codes:
+        problem = validate_selector(code)
+        if problem:
+            raise click.BadParameter(problem)
+    return codes
+
+
+def _version_option(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return parse_version(value)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+def _error(message: str) -> None:
+    click.echo(f"cslint: error: {message}", err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="cslint")
+def main() -> None:
+    """Lint PyTorch code for Cerebras compliance before it reaches the cluster."""
+
+
+def resolve_config(paths: tuple[str, ...], config_path: str | None, no_config: bool) -> Config:
+    if no_config:
+        return Config()
+    if config_path is not None:
+        return load_config_file(Path(config_path))
+    first = next((p for p in paths if p != "-"), ".")
+    start = Path(first)
+    found = find_config_file(start if start.exists() else Path.cwd())
+    return load_config_file(found) if found else Config()
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=str)
+@click.option("--select", multiple=True, help="Codes or prefixes to check (CS1, CS101, ALL).")
+@click.option("--ignore", multiple=True, help="Codes or prefixes to leave out.")
+@click.option("--extend-select", multiple=True, help="Codes or prefixes to add to the selection.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--statistics", is_flag=True, help="Count findings per code instead of listing them.")
+@click.option("--quiet", "-q", is_flag=True, help="Print findings only, no summary.")
+@click.option("--config", "config_path", type=str, help="Read [tool.cslint] from this file.")
+@click.option("--no-config", is_flag=True, help="Ignore configuration files.")
+@click.option("--cstorch-version", callback=_version_option,
+              help="The cstorch release the code targets, e.g. 2.4 or 2.10.")
+@click.option("--stdin-filename", type=str, help="The name to report for code read from `-`.")
+def check(paths, select, ignore, extend_select, output_format, exit_zero, statistics, quiet,
+          config_path, no_config, cstorch_version, stdin_filename):
+    """Check PATHS (files or folders; default `.`; `-` reads stdin)."""
+    from cslint.engine import STDIN, lint
+    from cslint.output import FORMATS
+
+    paths = paths or (".",)
+    try:
+        config = resolve_config(paths, config_path, no_config)
+    except ConfigError as err:
+        _error(str(err))
+        sys.exit(EXIT_ERROR)
+    select_codes = _split_codes(select)
+    config = config.with_overrides(
+        select=select_codes or None,
+        ignore=config.ignore + _split_codes(ignore),
+        extend_select=config.extend_select + _split_codes(extend_select),
+        cstorch_version=cstorch_version,
+    )
+    stdin = None
+    if STDIN in paths:
+        stdin = (stdin_filename or "<stdin>", sys.stdin.buffer.read())
+    result = lint(list(paths), config, stdin)
+
+    for error in result.errors:
+        _error(error.render())
+    for notice in result.notices:
+        click.echo(f"cslint: {notice}", err=True)
+    output = FORMATS[output_format](result, statistics, quiet)
+    if output:
+        click.echo(output, nl=False)
+    if result.errors:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if result.findings and not exit_zero else EXIT_CLEAN)
+
+
+def rules_table() -> list[tuple[str, str, str, str, str]]:
+    """(code, name, family, default, fixable) for every registered rule."""
+    rows = []
+    for rule in all_rules():
+        default = "on" if rule.default_on else "off"
+        if rule.gate is not None:
+            default = rule.gate.describe()
+        rows.append((rule.code, rule.name, rule.family, default, "yes" if rule.fixable else "no"))
+    return rows
+
+
+def rules_markdown() -> str:
+    """The rule table as Markdown (the README's copy is kept in sync by a test)."""
+    lines = ["| code | name | family | default | fixable |", "|---|---|---|---|---|"]
+    lines += [f"| {' | '.join(row)} |" for row in rules_table()]
+    return "\n".join(lines) + "\n"
+
+
+@main.command("rules")
+@click.option("--markdown", is_flag=True, help="Print the table as Markdown.")
+def rules_command(markdown: bool):
+    """List every rule: code, name, family, default state, fixable."""
+    if markdown:
+        click.echo(rules_markdown(), nl=False)
+        return
+    rows = [("code", "name", "family", "default", "fixable"), *rules_table()]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    runtime_only = [c for c in CODES.values() if c.runtime_only]
+    if runtime_only:
+        click.echo("\nruntime-only (raised by cslint.cstorch, no lint rule): "
+                   + ", ".join(f"{c.code} {c.name}" for c in runtime_only))
+
+
+@main.command()
+@click.argument("code")
+def explain(code: str):
+    """Print the documentation page of a rule (e.g. `cslint explain CS101`)."""
+    from cslint.rule_pages import read_page
+
+    code = code.upper()
+    if code not in CODES:
+        _error(f"unknown rule code `{code}`; `cslint rules` lists them")
+        sys.exit(EXIT_ERROR)
+    page = read_page(code)
+    if page is None:
+        _error(f"no documentation page for {code}")
+        sys.exit(EXIT_ERROR)
+    click.echo(page, nl=not page.endswith("\n"))

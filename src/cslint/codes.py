@@ -1,0 +1,79 @@
+"""Rule codes and their one-line meanings.
+
+Shared by the linter and the runtime reference (`cslint.cstorch`), whose
+errors carry the same codes. Imports nothing: both sides load it cheaply.
+Codes are public API: never renumber or reuse one.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Code(NamedTuple):
+    code: str
+    name: str
+    summary: str
+    # Raised by the runtime reference's strict mode as well as reported by the linter.
+    runtime: bool = False
+    # Only the runtime can detect it (no linter rule).
+    runtime_only: bool = False
+
+
+CODES: dict[str, Code] = {
+    c.code: c
+    for c in (
+        Code("CS101", "state-outside-preinitialize",
+             "optimizer state created outside preinitialize()", runtime=True),
+        Code("CS102", "state-rebound-in-step",
+             "optimizer state entry rebound to a new tensor instead of updated in place",
+             runtime=True),
+        Code("CS103", "missing-optimizer-method",
+             "concrete cstorch optimizer without preinitialize() or step()"),
+        Code("CS104", "eager-constant-state",
+             "constant-filled state created with an eager torch op instead of a cstorch lazy op"),
+        Code("CS105", "torch-optimizer-base",
+             "optimizer derives from torch.optim.Optimizer instead of cstorch.optim.Optimizer"),
+        Code("CS106", "missing-state-names-to-sparsify",
+             "concrete cstorch optimizer without state_names_to_sparsify()"),
+        Code("CS107", "lost-state-update",
+             "state tensor rebound to a new value that is never stored back"),
+        Code("CS201", "tensor-dependent-if",
+             "`if` condition depends on a device tensor value", runtime=True),
+        Code("CS202", "tensor-dependent-loop",
+             "loop condition or bound depends on a device tensor value", runtime=True),
+        Code("CS203", "tensor-dependent-expression",
+             "truth value of a device tensor taken in an expression", runtime=True),
+        Code("CS204", "tensor-materialized",
+             "device tensor value forced to the host", runtime=True),
+        Code("CS205", "lr-as-python-scalar",
+             "scheduled hyperparameter (a tensor) passed where a Python number is required",
+             runtime=True),
+        Code("CS206", "data-dependent-shape",
+             "op whose output shape depends on tensor values", runtime=True),
+        Code("CS301", "scheduler-missing-closed-form",
+             "cstorch scheduler without a closed form"),
+        Code("CS302", "scheduler-recursive-form",
+             "schedule reads back its own previous value"),
+        Code("CS303", "scheduler-mutates-state",
+             "closed form mutates scheduler state"),
+        Code("CS304", "torch-scheduler-base",
+             "scheduler derives from a torch scheduler instead of a cstorch scheduler"),
+        Code("CS305", "closed-form-not-tensor",
+             "closed form returns a Python number instead of a tensor", runtime=True),
+        Code("CS401", "vanilla-torch-optimizer",
+             "torch.optim optimizer instantiated in cstorch code"),
+        Code("CS402", "vanilla-torch-scheduler",
+             "torch.optim.lr_scheduler scheduler instantiated in cstorch code"),
+        Code("CS403", "unsupported-precision",
+             "float64 used; only mixed precision is supported"),
+        Code("CS404", "train-and-eval-mode",
+             'mode="train_and_eval" is not supported by this release'),
+        Code("CS501", "graph-changed",
+             "the traced graph changed between steps", runtime=True, runtime_only=True),
+    )
+}
+
+
+def summary(code: str) -> str:
+    return CODES[code].summary

@@ -1,0 +1,167 @@
+"""`[tool.cslint]` configuration: loading, validation, command-line overrides."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+
+class ConfigError(Exception):
+    """A configuration problem; the message names the file and the key."""
+
+
+Version = tuple[int, ...]
+
+
+def parse_version(text: str) -> Version:
+    """'2.4' -> (2, 4); compared numerically, so '2.10' > '2.5'."""
+    parts = str(text).strip().split(".")
+    try:
+        numbers = tuple(int(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"not a release number like '2.4': {text!r}") from None
+    if not numbers or any(n < 0 for n in numbers):
+        raise ValueError(f"not a release number like '2.4': {text!r}")
+    return numbers
+
+
+def format_version(version: Version) -> str:
+    return ".".join(str(n) for n in version)
+
+
+@dataclass(frozen=True)
+class Config:
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    cstorch_version: Version | None = None
+    optimizer_bases: tuple[str, ...] = ()
+    scheduler_bases: tuple[str, ...] = ()
+    traced_decorators: tuple[str, ...] = ()
+    traced_functions: tuple[str, ...] = ()
+    tensor_hyperparameters: tuple[str, ...] = ("lr",)
+    # Where the settings came from (None: defaults); relative globs resolve against its folder.
+    source: Path | None = field(default=None, compare=False)
+
+    @property
+    def base_dir(self) -> Path | None:
+        return self.source.parent if self.source else None
+
+    def with_overrides(self, **overrides: Any) -> "Config":
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _string_list(key: str, value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list) or not all(
+        isinstance(v, str) for v in value
+    ):
+        raise ConfigError(f"{where}: `{key}` must be a list of strings")
+    return tuple(value)
+
+
+def _codes(key: str, value: Any, where: str) -> tuple[str, ...]:
+    from cslint.rules import validate_selector
+
+    codes = _string_list(key, value, where)
+    for code in codes:
+        problem = validate_selector(code)
+        if problem:
+            raise ConfigError(f"{where}: `{key}`: {problem}")
+    return codes
+
+
+def _per_file_ignores(key: str, value: Any, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: `{key}` must be a table of glob = [codes]")
+    return tuple((glob, _codes(f"{key}.{glob}", codes, where)) for glob, codes in value.items())
+
+
+def _version(key: str, value: Any, where: str) -> Version:
+    try:
+        return parse_version(value if isinstance(value, str) else str(value))
+    except ValueError as err:
+        raise ConfigError(f"{where}: `{key}`: {err}") from None
+
+
+def _identifiers(key: str, value: Any, where: str) -> tuple[str, ...]:
+    names = _string_list(key, value, where)
+    for name in names:
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise ConfigError(f"{where}: `{key}`: {name!r} is not a dotted Python name")
+    return names
+
+
+# Key in the TOML table -> (field name, validator).
+_KEYS = {
+    "select": ("select", _codes),
+    "ignore": ("ignore", _codes),
+    "extend-select": ("extend_select", _codes),
+    "exclude": ("exclude", _string_list),
+    "per-file-ignores": ("per_file_ignores", _per_file_ignores),
+    "cstorch-version": ("cstorch_version", _version),
+    "optimizer-bases": ("optimizer_bases", _identifiers),
+    "scheduler-bases": ("scheduler_bases", _identifiers),
+    "traced-decorators": ("traced_decorators", _identifiers),
+    "traced-functions": ("traced_functions", _identifiers),
+    "tensor-hyperparameters": ("tensor_hyperparameters", _string_list),
+}
+
+
+def config_from_table(table: dict[str, Any], source: Path | None) -> Config:
+    where = str(source) if source else "configuration"
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in _KEYS:
+            known = ", ".join(sorted(_KEYS))
+            raise ConfigError(f"{where}: unknown key `{key}` in [tool.cslint] (known: {known})")
+        field_name, validate = _KEYS[key]
+        values[field_name] = validate(key, value, where)
+    return Config(source=source, **values)
+
+
+def load_config_file(path: Path) -> Config:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    table = data.get("tool", {}).get("cslint", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.cslint] must be a table")
+    return config_from_table(table, path)
+
+
+def find_config_file(start: Path) -> Path | None:
+    """The nearest pyproject.toml with a [tool.cslint] table, at or above `start`."""
+    folder = start if start.is_dir() else start.parent
+    for candidate in (folder, *folder.parents):
+        pyproject = candidate / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                if "[tool.cslint" in pyproject.read_text(encoding="utf-8", errors="replace"):
+                    return pyproject
+            except OSError:
+                continue
+    return None
+
+
+def parse_test_options(line: str) -> dict[str, Any]:
+    """Options declared by a rule page or fixture: `# cslint-test: cstorch-version=2.4`."""
+    options: dict[str, Any] = {}
+    for item in line.split(":", 1)[1].split():
+        key, _, value = item.partition("=")
+        options[key] = [v for v in value.split(",") if v] if key in _LIST_KEYS else value
+    return options
+
+
+_LIST_KEYS = {k for k, (_, v) in _KEYS.items() if v is not _version}

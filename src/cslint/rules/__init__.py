@@ -1,0 +1,156 @@
+"""The rule registry: one small class per rule, registered by a decorator.
+
+Rule modules in this package are found by scanning it, never by a hand-kept list.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, TypeVar
+
+from cslint.codes import CODES
+from cslint.config import Version, format_version
+from cslint.diagnostics import Finding, Fix, Location, Severity
+
+if TYPE_CHECKING:
+    from cslint.config import Config
+    from cslint.semantic.module_index import ModuleIndex
+    from cslint.semantic.project import ProjectIndex
+    from cslint.source import SourceFile
+
+
+@dataclass(frozen=True)
+class VersionGate:
+    """A release-specific rule: on when `cstorch-version` is below `below`."""
+
+    below: Version
+
+    def admits(self, version: Version | None) -> bool:
+        return version is not None and version < self.below
+
+    def describe(self) -> str:
+        return f"on for cstorch-version < {format_version(self.below)}"
+
+
+class Rule:
+    code: ClassVar[str]
+    family: ClassVar[str]
+    severity: ClassVar[Severity]
+    default_on: ClassVar[bool] = True
+    fixable: ClassVar[bool] = False
+    gate: ClassVar[VersionGate | None] = None
+
+    @property
+    def name(self) -> str:
+        return CODES[self.code].name
+
+    def check(self, context: "ModuleContext") -> Iterable[Finding]:
+        raise NotImplementedError
+
+
+_REGISTRY: dict[str, type[Rule]] = {}
+R = TypeVar("R", bound=type[Rule])
+
+
+def register(cls: R) -> R:
+    if cls.code not in CODES:
+        raise ValueError(f"{cls.__name__}: {cls.code} is not in cslint.codes")
+    if cls.code in _REGISTRY:
+        raise ValueError(f"{cls.code} registered twice")
+    _REGISTRY[cls.code] = cls
+    return cls
+
+
+@lru_cache(maxsize=1)
+def all_rules() -> tuple[Rule, ...]:
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+    return tuple(_REGISTRY[code]() for code in sorted(_REGISTRY))
+
+
+_SELECTOR = re.compile(r"^(ALL|CS\d{0,3})$")
+
+
+def validate_selector(selector: str) -> str | None:
+    """None if `selector` names at least one code (`ALL`, `CS1`, `CS101`), else the problem."""
+    if not _SELECTOR.match(selector):
+        return f"`{selector}` is not a rule code or prefix (like CS101, CS1 or ALL)"
+    if selector != "ALL" and not any(code.startswith(selector) for code in CODES):
+        return f"`{selector}` matches no rule"
+    return None
+
+
+def _match_length(selector: str, code: str) -> int:
+    """How specifically `selector` matches `code` (0: it does not)."""
+    if selector == "ALL":
+        return 1
+    return len(selector) + 1 if code.startswith(selector) else 0
+
+
+def select_rules(config: "Config") -> list[Rule]:
+    """ruff's model: (select or the defaults) + extend-select - ignore, the most
+    specific selector winning; release-gated rules need their release or their full code."""
+    chosen = []
+    for rule in all_rules():
+        code = rule.code
+        selectors = list(config.select) if config.select is not None else []
+        selectors += config.extend_select
+        selected = max((_match_length(s, code) for s in selectors), default=0)
+        if config.select is None and rule.default_on:
+            selected = max(selected, 1)
+        ignored = max((_match_length(s, code) for s in config.ignore), default=0)
+        if not selected or ignored >= selected:
+            continue
+        if rule.gate is not None and not rule.gate.admits(config.cstorch_version):
+            if code not in selectors:
+                continue
+        chosen.append(rule)
+    return chosen
+
+
+class ModuleContext:
+    """What a rule sees of one checked file: its tree, index, the project, shared facts."""
+
+    def __init__(self, source: "SourceFile", module: "ModuleIndex", project: "ProjectIndex",
+                 config: "Config", facts: dict):
+        self.source = source
+        self.module = module
+        self.tree = module.tree
+        self.project = project
+        self.config = config
+        self._facts = facts
+
+    def fact(self, key: str, compute: Callable[["ProjectIndex"], object]):
+        """A project-wide fact, computed once per run and shared by every rule."""
+        if key not in self._facts:
+            self._facts[key] = compute(self.project)
+        return self._facts[key]
+
+    def location(self, node: ast.AST) -> Location:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            return self._name_location(node)
+        line = node.lineno
+        end_line = getattr(node, "end_lineno", None) or line
+        column = self.source.character_column(line, node.col_offset)
+        end_offset = getattr(node, "end_col_offset", None)
+        end_column = (self.source.character_column(end_line, end_offset)
+                      if end_offset is not None else column)
+        return Location(line, column, end_line, end_column)
+
+    def _name_location(self, node) -> Location:
+        """A definition is reported at its name, not across its whole body."""
+        text = self.source.line_text(node.lineno)
+        match = re.compile(rf"\b(class|def)\s+({re.escape(node.name)})\b").search(text)
+        if match is None:
+            column = self.source.character_column(node.lineno, node.col_offset)
+            return Location(node.lineno, column, node.lineno, column)
+        return Location(node.lineno, match.start(2) + 1, node.lineno, match.end(2) + 1)
+
+    def finding(self, rule: Rule, node: ast.AST, message: str, fix: Fix | None = None) -> Finding:
+        return Finding(self.source.display_path, self.location(node), rule.code, rule.name,
+                       message, rule.severity, fix)

@@ -1,0 +1,259 @@
+"""The per-file index: module name, import table, classes and functions.
+
+Built once per parsed file from the `ast` tree. It holds what other files need
+(qualified imports, classes with their qualified bases and methods, module-level
+functions) and keeps the function nodes for the analyses of this run.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+# The runtime reference mirrors cerebras.pytorch under another root.
+CSTORCH_ROOTS = ("cerebras.pytorch", "cslint.cstorch")
+
+
+def canonical(qualname: str) -> str:
+    """Our `cslint.cstorch` twin names the same API as `cerebras.pytorch`."""
+    if qualname == "cslint.cstorch" or qualname.startswith("cslint.cstorch."):
+        return "cerebras.pytorch" + qualname[len("cslint.cstorch"):]
+    return qualname
+
+
+@lru_cache(maxsize=4096)
+def _is_package_dir(directory: Path) -> bool:
+    return (directory / "__init__.py").is_file() or (directory / "__init__.pyi").is_file()
+
+
+def module_name_for(path: Path) -> tuple[str, bool]:
+    """Dotted module name from the `__init__.py` chain, and whether it is a package."""
+    path = path.resolve()
+    is_package = path.stem == "__init__"
+    parts: list[str] = [] if is_package else [path.stem]
+    folder = path.parent
+    while _is_package_dir(folder):
+        parts.insert(0, folder.name)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    return ".".join(parts) or path.stem, is_package
+
+
+def dotted_name(node: ast.expr) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+@dataclass
+class FunctionInfo:
+    name: str
+    qualname: str  # module.Class.method or module.function
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    module: "ModuleIndex" = field(repr=False)
+    class_name: str | None  # qualname of the defining class
+    decorators: tuple[str, ...]  # as written, dotted (unresolved)
+    is_abstract: bool
+    kind: str  # "method" | "staticmethod" | "classmethod" | "property" | "function"
+
+    @property
+    def path(self) -> str:
+        return self.module.display_path
+
+    def parameter_names(self) -> list[str]:
+        args = self.node.args
+        return [a.arg for a in (*args.posonlyargs, *args.args)]
+
+
+@dataclass
+class ClassInfo:
+    name: str
+    qualname: str
+    node: ast.ClassDef
+    module: "ModuleIndex" = field(repr=False)
+    base_exprs: list[ast.expr]
+    base_names: list[str | None]  # dotted as written; None when not a name
+    methods: dict[str, FunctionInfo]
+    # Attribute names assigned on the class body (e.g. `step = _step`); they shadow bases.
+    class_attributes: set[str]
+
+    @property
+    def declares_abstract(self) -> bool:
+        return any(m.is_abstract for m in self.methods.values())
+
+
+@dataclass
+class ModuleIndex:
+    path: Path
+    display_path: str
+    name: str
+    is_package: bool
+    imports: dict[str, str]  # local name -> qualified name
+    star_imports: list[str]
+    classes: dict[str, ClassInfo]  # qualname -> class, at any depth
+    top_level_classes: dict[str, str]  # local name -> qualname
+    functions: dict[str, FunctionInfo]  # module-level, by name
+    tree: ast.Module = field(repr=False)
+
+    @property
+    def imports_cstorch(self) -> bool:
+        return any(
+            target == root or target.startswith(root + ".")
+            for target in (*self.imports.values(), *self.star_imports)
+            for root in CSTORCH_ROOTS
+        )
+
+    def qualify(self, dotted: str) -> str | None:
+        """The qualified name a dotted expression of this module refers to."""
+        head, _, rest = dotted.partition(".")
+        if head in self.imports:
+            base = self.imports[head]
+        elif head in self.top_level_classes:
+            base = self.top_level_classes[head]
+        elif head in self.functions:
+            base = self.functions[head].qualname
+        else:
+            return None
+        return f"{base}.{rest}" if rest else base
+
+
+def _resolve_relative(module: str, is_package: bool, level: int, target: str | None) -> str:
+    parts = module.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)] if level - 1 <= len(parts) else []
+    base = ".".join(parts)
+    if target:
+        return f"{base}.{target}" if base else target
+    return base
+
+
+def _decorator_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Call):
+        node = node.func
+    return dotted_name(node) or ""
+
+
+_ABSTRACT_DECORATORS = {"abstractmethod", "abc.abstractmethod", "abstractproperty",
+                        "abc.abstractproperty"}
+
+
+def _function_info(node, module: "ModuleIndex", qualname: str, class_name: str | None):
+    decorators = tuple(_decorator_name(d) for d in node.decorator_list)
+    if "staticmethod" in decorators:
+        kind = "staticmethod"
+    elif "classmethod" in decorators:
+        kind = "classmethod"
+    elif "property" in decorators or any(d.endswith(".setter") for d in decorators):
+        kind = "property"
+    else:
+        kind = "method" if class_name else "function"
+    return FunctionInfo(
+        name=node.name, qualname=qualname, node=node, module=module,
+        class_name=class_name, decorators=decorators,
+        is_abstract=any(d in _ABSTRACT_DECORATORS for d in decorators),
+        kind=kind,
+    )
+
+
+def build_module_index(tree: ast.Module, path: Path, display_path: str,
+                       module_name: str | None = None) -> ModuleIndex:
+    name, is_package = module_name_for(path)
+    name = module_name or name
+    index = ModuleIndex(path=path, display_path=display_path, name=name, is_package=is_package,
+                        imports={}, star_imports=[], classes={}, top_level_classes={},
+                        functions={}, tree=tree)
+    _collect(index, tree)
+    return index
+
+
+def _statement_children(node: ast.AST) -> list[ast.AST]:
+    """Nested statement lists only: expressions hold no imports or definitions."""
+    children: list[ast.AST] = []
+    for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+        children.extend(getattr(node, name, ()) or ())
+    return children
+
+
+def _collect(index: ModuleIndex, tree: ast.Module) -> None:
+    # Iterative: deeply nested input must not exhaust the interpreter's stack here.
+    # (node, qualname prefix, enclosing class, whether names bind at module level)
+    stack: list[tuple[ast.AST, str, str | None, bool]] = [(tree, index.name, None, True)]
+    while stack:
+        node, prefix, class_name, at_module_level = stack.pop()
+        for child in _statement_children(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                # Imports anywhere (functions, try/except, TYPE_CHECKING) bind for the whole
+                # module: a simplification that favours resolving over missing.
+                _record_import(index, child)
+            elif isinstance(child, ast.ClassDef):
+                qualname = f"{prefix}.{child.name}"
+                index.classes[qualname] = _class_info(child, index, qualname)
+                if at_module_level:
+                    index.top_level_classes[child.name] = qualname
+                stack.append((child, qualname, qualname, False))
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if at_module_level:
+                    index.functions[child.name] = _function_info(
+                        child, index, f"{prefix}.{child.name}", None)
+                stack.append((child, f"{prefix}.{child.name}.<locals>", class_name, False))
+            else:
+                # if/try/with/for/match bodies: definitions there bind where the block is.
+                stack.append((child, prefix, class_name, at_module_level))
+
+
+def _record_import(index: ModuleIndex, node: ast.Import | ast.ImportFrom) -> None:
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.asname:
+                index.imports[alias.asname] = alias.name
+            else:
+                head = alias.name.split(".")[0]
+                index.imports.setdefault(head, head)
+        return
+    if node.level:
+        source = _resolve_relative(index.name, index.is_package, node.level, node.module)
+    else:
+        source = node.module or ""
+    for alias in node.names:
+        if alias.name == "*":
+            index.star_imports.append(source)
+        else:
+            local = alias.asname or alias.name
+            index.imports[local] = f"{source}.{alias.name}" if source else alias.name
+
+
+def _class_info(node: ast.ClassDef, index: ModuleIndex, qualname: str) -> ClassInfo:
+    methods: dict[str, FunctionInfo] = {}
+    attributes: set[str] = set()
+    for item in node.body:
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            info = _function_info(item, index, f"{qualname}.{item.name}", qualname)
+            # A property setter reuses the getter's name; keep the getter.
+            if item.name not in methods or info.kind != "property":
+                methods[item.name] = info
+        elif isinstance(item, ast.Assign):
+            attributes.update(t.id for t in item.targets if isinstance(t, ast.Name))
+        elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+            attributes.add(item.target.id)
+    bases = list(node.bases)
+    return ClassInfo(
+        name=node.name, qualname=qualname, node=node, module=index, base_exprs=bases,
+        base_names=[dotted_name(_strip_subscript(b)) for b in bases],
+        methods=methods, class_attributes=attributes,
+    )
+
+
+def _strip_subscript(node: ast.expr) -> ast.expr:
+    """`Generic[T]` / `Base[int]` as a base names `Generic` / `Base`."""
+    return node.value if isinstance(node, ast.Subscript) else node

@@ -1,0 +1,925 @@
+"""How optimizers create and update their state (the facts behind CS101, CS102, CS104, CS107).
+
+For each concrete optimizer class of the project (a *context*), the methods are
+walked from their entry points along the class's MRO: `preinitialize` (state may be
+created there), `step` (state may only be updated in place) and every other method
+(state may not be created). Restoration (`load_state_dict`, `__setstate__`) is
+neither. A small abstract interpretation per function follows the optimizer's
+`self.state`, its per-parameter dicts and the tensors read from them through
+aliases, calls (with the abstract values of the arguments) and guards such as
+`if len(state) == 0:`.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
+from typing import Iterator, Union
+
+from cslint.semantic.module_index import ClassInfo, FunctionInfo, ModuleIndex, dotted_name
+from cslint.semantic.project import ClassRef, ProjectIndex
+
+EAGER_CREATION_OPS = frozenset({
+    "torch.zeros_like", "torch.ones_like", "torch.full_like",
+    "torch.zeros", "torch.ones", "torch.full",
+})
+RESTORATION_METHODS = frozenset({"load_state_dict", "__setstate__", "_load_from_state_dict"})
+
+
+class Role(Enum):
+    PREINIT = "preinitialize"
+    STEP = "step"
+    OTHER = "other"
+    RESTORE = "restore"
+
+
+# ---- abstract values ---------------------------------------------------------
+
+class _Optimizer:
+    def __repr__(self) -> str:
+        return "OPTIMIZER"
+
+
+class _StateMap:
+    def __repr__(self) -> str:
+        return "STATE_MAP"
+
+
+OPTIMIZER = _Optimizer()  # the optimizer (`self` in its methods)
+STATE_MAP = _StateMap()  # `self.state`
+
+
+class ParamState:
+    """One parameter's state dict (`self.state[p]`); identity matters."""
+
+    def __init__(self, label: str):
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"ParamState({self.label})"
+
+
+@dataclass(frozen=True)
+class StateTensor:
+    """A value read from a parameter's state; `version` tells whether it is still the
+    object stored under `key` (a rebinding write bumps the entry's version)."""
+
+    owner: ParamState
+    key: str | None
+    version: int
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A new tensor computed from a state tensor (not the stored object)."""
+
+    source: StateTensor
+
+
+@dataclass(frozen=True)
+class Strings:
+    values: frozenset[str]
+
+
+@dataclass(frozen=True)
+class IteratedKey:
+    owner: ParamState
+
+
+@dataclass(frozen=True)
+class EagerConstant:
+    call: ast.Call
+    function: str
+
+
+@dataclass(frozen=True)
+class Items:
+    """`x.items()` / `.values()` / `.keys()` of a state container."""
+
+    owner: object
+    view: str
+
+
+@dataclass(frozen=True)
+class Sequence_:
+    items: tuple
+
+
+@dataclass(frozen=True)
+class DictLiteral:
+    entries: tuple  # ((key value, value value, value node), ...)
+
+
+Value = Union[None, _Optimizer, _StateMap, ParamState, StateTensor, Derived, Strings,
+              IteratedKey, EagerConstant, Items, Sequence_, DictLiteral]
+
+
+def _join(a: Value, b: Value) -> Value:
+    if a == b or a is b:
+        return a
+    if isinstance(a, Strings) and isinstance(b, Strings):
+        return Strings(a.values | b.values)
+    if isinstance(a, ParamState) and isinstance(b, ParamState):
+        return a
+    return None
+
+
+def _join_envs(a: dict[str, Value], b: dict[str, Value]) -> dict[str, Value]:
+    return {k: _join(a.get(k), b.get(k)) for k in a.keys() | b.keys()}
+
+
+# ---- results -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StateEvent:
+    code: str
+    function: FunctionInfo
+    node: ast.AST
+    message: str
+
+
+@dataclass
+class _Context:
+    """One concrete optimizer class and what its preinitialize creates."""
+
+    ref: ClassRef
+    created_keys: set[str] = field(default_factory=set)
+    # Keys we cannot enumerate (dynamic keys, or an unseen base's preinitialize).
+    open_keys: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.ref.short_name
+
+
+@dataclass(frozen=True)
+class _Call:
+    function: FunctionInfo
+    role: Role
+    bindings: tuple  # abstract values of the parameters, by position
+    guarded: bool
+    via: str  # the entry method and helper chain, for messages
+
+
+def _signature(value: Value) -> object:
+    if isinstance(value, (StateTensor, Derived, ParamState)):
+        return type(value).__name__ + (f":{value.key}" if isinstance(value, StateTensor) else "")
+    if value is OPTIMIZER or value is STATE_MAP:
+        return repr(value)
+    return None
+
+
+class OptimizerStateAnalysis:
+    """All state events of a project, computed once per run."""
+
+    def __init__(self, project: ProjectIndex):
+        self.project = project
+        self.version = project.config.cstorch_version
+        self.errors: list[tuple[ModuleIndex, str]] = []
+        # Per context class (by id of its ref): the state keys its preinitialize creates.
+        self.created_keys: dict[int, tuple[frozenset[str], bool]] = {}
+
+    @cached_property
+    def events(self) -> list[StateEvent]:
+        seen: set[tuple] = set()
+        result: list[StateEvent] = []
+        for ref in self.contexts():
+            try:
+                events = self._analyse_context(ref)
+            except RecursionError:
+                self.errors.append((ref.info.module, "too deeply nested to analyse"))
+                continue
+            for event in events:
+                key = (id(event.function.module), event.code, event.node.lineno,
+                       event.node.col_offset)
+                if key not in seen:
+                    seen.add(key)
+                    result.append(event)
+        return result
+
+    def contexts(self) -> list[ClassRef]:
+        """Optimizer classes that can be instantiated, or that nothing derives from."""
+        project = self.project
+        result = []
+        for ref in project.project_classes:
+            try:
+                kinds = project.kinds(ref)
+            except RecursionError:
+                self.errors.append((ref.info.module, "too deeply nested to analyse"))
+                continue
+            if not kinds.optimizer or project.is_machinery(ref):
+                continue
+            leaf = not project.subclasses.get(id(ref))
+            if leaf or self._instantiable(ref, kinds.cstorch_optimizer):
+                result.append(ref)
+        return result
+
+    def _instantiable(self, ref: ClassRef, cstorch: bool) -> bool:
+        if ref.info is not None and ref.info.declares_abstract:
+            return False
+        if not cstorch:
+            return True
+        for name in ("preinitialize", "step"):
+            found = self.project.find_method(ref, name, self.version)
+            if found is None or found.abstract:
+                return False
+        return True
+
+    # ---- one context -----------------------------------------------------------
+
+    def _analyse_context(self, ref: ClassRef) -> list[StateEvent]:
+        project = self.project
+        context = _Context(ref)
+        events: list[StateEvent] = []
+        visited: set[tuple] = set()
+        reached: set[int] = set()
+
+        def run(entries: list[_Call]) -> None:
+            queue = list(entries)
+            while queue:
+                call = queue.pop()
+                key = (id(call.function), call.role, tuple(_signature(b) for b in call.bindings),
+                       call.guarded)
+                if key in visited:
+                    continue
+                visited.add(key)
+                reached.add(id(call.function))
+                walker = _FunctionWalker(self, context, call, events)
+                try:
+                    walker.walk()
+                except RecursionError:
+                    self.errors.append((call.function.module, "too deeply nested to analyse"))
+                    continue
+                queue.extend(walker.calls)
+
+        self._seed_created_keys(context)
+        preinit = self._entry(ref, "preinitialize", Role.PREINIT)
+        run([preinit] if preinit else [])
+        restore = [c for n in RESTORATION_METHODS if (c := self._entry(ref, n, Role.RESTORE))]
+        run(restore)
+        step = self._entry(ref, "step", Role.STEP)
+        run([step] if step else [])
+        # Every other method is an entry of its own unless one already reached it.
+        for name in self._method_names(ref):
+            entry = self._entry(ref, name, Role.OTHER)
+            if entry is not None and id(entry.function) not in reached:
+                run([entry])
+        self.created_keys[id(ref)] = (frozenset(context.created_keys), context.open_keys)
+        return events
+
+    def _method_names(self, ref: ClassRef) -> list[str]:
+        names: list[str] = []
+        for entry in self.project.mro(ref):
+            if entry.info is None or self.project.is_machinery(entry):
+                continue
+            for name in entry.info.methods:
+                if name not in names and name not in ("preinitialize", "step"):
+                    names.append(name)
+        return names
+
+    def _entry(self, ref: ClassRef, name: str, role: Role) -> _Call | None:
+        found = self.project.find_method(ref, name, self.version)
+        if found is None or found.function is None or self.project.is_machinery(found.owner):
+            return None
+        function = found.function
+        if function.is_abstract:
+            return None
+        bindings = (OPTIMIZER,) if function.kind in ("method", "property") else ()
+        return _Call(function, role, bindings, False, f"{name}()")
+
+    def _seed_created_keys(self, context: _Context) -> None:
+        """Keys created by bases we only know from the official table, and the global step."""
+        project = self.project
+        preinit = project.find_method(context.ref, "preinitialize", self.version)
+        for entry in project.mro(context.ref):
+            if entry.official is not None:
+                context.created_keys |= entry.official.state_keys
+                if entry.official.global_step:
+                    context.created_keys.add("step")
+            elif entry.unknown:
+                context.open_keys = True
+        if preinit is not None and preinit.function is None and preinit.owner.unknown:
+            context.open_keys = True
+        if self._enables_global_step(context.ref):
+            context.created_keys.add("step")
+
+    def _enables_global_step(self, ref: ClassRef) -> bool:
+        """`super().__init__(params, defaults, enable_global_step=...)` anywhere up the MRO."""
+        for entry in self.project.mro(ref):
+            init = entry.info.methods.get("__init__") if entry.info else None
+            if init is None or self.project.is_machinery(entry):
+                continue
+            for node in ast.walk(init.node):
+                if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                    continue
+                if node.func.attr != "__init__":
+                    continue
+                for keyword in node.keywords:
+                    if keyword.arg == "enable_global_step":
+                        value = keyword.value
+                        if not (isinstance(value, ast.Constant) and not value.value):
+                            return True
+                positional = node.args[2:] if _is_super_call(node.func.value) else node.args[3:]
+                if positional and not (isinstance(positional[0], ast.Constant)
+                                       and not positional[0].value):
+                    return True
+        return False
+
+
+def _is_super_call(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "super")
+
+
+class _FunctionWalker:
+    """Walks one function body for one call context, statements in order."""
+
+    def __init__(self, analysis: OptimizerStateAnalysis, context: _Context, call: _Call,
+                 events: list[StateEvent]):
+        self.analysis = analysis
+        self.project = analysis.project
+        self.context = context
+        self.call = call
+        self.function = call.function
+        self.module = call.function.module
+        self.events = events
+        self.calls: list[_Call] = []
+        self.env: dict[str, Value] = {}
+        self.guard_depth = 1 if call.guarded else 0
+        self.param_states: dict[str, ParamState] = {}
+        self.versions: dict[tuple[int, str], int] = {}
+        # State entries updated in place (or possibly, by code they escape to), anywhere.
+        self.updated: set[tuple[int, str | None]] = set()
+        # Entries written by assignment, with the statement counter at the write.
+        self.written: dict[tuple[int, str | None], int] = {}
+        self.statement_counter = 0
+        self.lost_candidates: list[tuple[ast.AST, str, StateTensor, int]] = []
+
+    # ---- driver ----------------------------------------------------------------
+
+    def walk(self) -> None:
+        node = self.function.node
+        names = self.function.parameter_names()
+        for name, value in zip(names, self.call.bindings):
+            self.env[name] = value
+        self.block(node.body)
+        if self.call.role is Role.STEP:
+            for node, name, tensor, when in self.lost_candidates:
+                entry = (id(tensor.owner), tensor.key)
+                if entry not in self.updated and self.written.get(entry, -1) < when:
+                    self.report("CS107", node, self._lost_update_message(name, tensor))
+
+    def report(self, code: str, node: ast.AST, message: str) -> None:
+        self.events.append(StateEvent(code, self.function, node, message))
+
+    # ---- statements ---------------------------------------------------------------
+
+    def block(self, statements: list[ast.stmt]) -> None:
+        for statement in statements:
+            self.statement(statement)
+
+    def statement(self, node: ast.stmt) -> None:
+        self.statement_counter += 1
+        if isinstance(node, ast.Assign):
+            value = self.eval(node.value)
+            for target in node.targets:
+                self.assign(target, value, node.value, node)
+        elif isinstance(node, ast.AnnAssign):
+            if node.value is not None:
+                self.assign(node.target, self.eval(node.value), node.value, node)
+        elif isinstance(node, ast.AugAssign):
+            self.aug_assign(node)
+        elif isinstance(node, ast.If):
+            self.eval(node.test)
+            absent_in_body = self.absence(node.test, True)
+            absent_in_else = self.absence(node.test, False)
+            before = dict(self.env)
+            self.guarded_block(node.body, absent_in_body)
+            after_body = self.env
+            self.env = before
+            self.guarded_block(node.orelse, absent_in_else)
+            self.env = _join_envs(after_body, self.env)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            self.bind_loop_target(node.target, self.eval(node.iter))
+            before = dict(self.env)
+            self.block(node.body)
+            self.env = _join_envs(before, self.env)
+            self.block(node.orelse)
+        elif isinstance(node, ast.While):
+            self.eval(node.test)
+            before = dict(self.env)
+            self.block(node.body)
+            self.env = _join_envs(before, self.env)
+            self.block(node.orelse)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                value = self.eval(item.context_expr)
+                if item.optional_vars is not None:
+                    self.assign(item.optional_vars, value, item.context_expr, node)
+            self.block(node.body)
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            self.block(node.body)
+            for handler in node.handlers:
+                self.block(handler.body)
+            self.block(node.orelse)
+            self.block(node.finalbody)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            # A nested function sees this scope (closures); walk it where it is defined.
+            saved = dict(self.env)
+            for arg in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
+                self.env.pop(arg.arg, None)
+            self.block(node.body)
+            self.env = saved
+        elif isinstance(node, ast.ClassDef):
+            return
+        elif isinstance(node, (ast.Return, ast.Expr)):
+            if node.value is not None:
+                self.eval(node.value)
+        elif type(node).__name__ == "Match":
+            self.eval(node.subject)
+            for case in node.cases:
+                self.block(case.body)
+        else:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.expr):
+                    self.eval(child)
+
+    def guarded_block(self, body: list[ast.stmt], guarded: bool) -> None:
+        self.guard_depth += guarded
+        self.block(body)
+        self.guard_depth -= guarded
+
+    def assign(self, target: ast.expr, value: Value, value_node: ast.expr, statement) -> None:
+        if isinstance(target, ast.Name):
+            previous = self.env.get(target.id)
+            if (isinstance(previous, StateTensor) and isinstance(value, Derived)
+                    and value.source == previous):
+                self.lost_candidates.append((statement, target.id, previous,
+                                             self.statement_counter))
+            self.env[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            items = value.items if isinstance(value, Sequence_) else None
+            for i, element in enumerate(target.elts):
+                if isinstance(element, ast.Starred):
+                    self.assign(element.value, None, value_node, statement)
+                    continue
+                item = items[i] if items is not None and i < len(items) else None
+                self.assign(element, item, value_node, statement)
+        elif isinstance(target, ast.Subscript):
+            container = self.eval(target.value)
+            key = self.eval(target.slice)
+            if isinstance(container, ParamState):
+                self.state_write(container, key, target.slice, value, value_node, target, "assign")
+            elif container is STATE_MAP:
+                self.new_state_entry(target, value, value_node)
+        else:
+            self.eval(target)
+
+    def aug_assign(self, node: ast.AugAssign) -> None:
+        self.eval(node.value)
+        target = node.target
+        if isinstance(target, ast.Subscript):
+            container = self.eval(target.value)
+            key = self.eval(target.slice)
+            if isinstance(container, ParamState):
+                for k in self._keys(key, container) or [None]:
+                    self.updated.add((id(container), k))
+        elif isinstance(target, ast.Name):
+            current = self.env.get(target.id)
+            if isinstance(current, StateTensor):  # tensor `+=` is in place
+                self.updated.add((id(current.owner), current.key))
+
+    def bind_loop_target(self, target: ast.expr, iterable: Value) -> None:
+        if isinstance(iterable, Items):
+            owner, view = iterable.owner, iterable.view
+            if owner is STATE_MAP:
+                item = {"items": Sequence_((None, ParamState("item"))),
+                        "values": ParamState("item"), "keys": None}[view]
+            else:
+                key = IteratedKey(owner)
+                tensor = StateTensor(owner, None, 0)
+                item = {"items": Sequence_((key, tensor)), "values": tensor, "keys": key}[view]
+            self.assign(target, item, target, target)
+        elif isinstance(iterable, ParamState):
+            self.assign(target, IteratedKey(iterable), target, target)
+        elif isinstance(iterable, Sequence_) and iterable.items and all(
+                isinstance(i, Strings) for i in iterable.items):
+            values = frozenset().union(*(i.values for i in iterable.items))
+            self.assign(target, Strings(values), target, target)
+        else:
+            self.assign(target, None, target, target)
+
+    # ---- state writes ------------------------------------------------------------------
+
+    def _keys(self, key: Value, owner: ParamState) -> list[str] | None:
+        if isinstance(key, Strings):
+            return sorted(key.values)
+        return None
+
+    def state_write(self, owner: ParamState, key: Value, key_node: ast.AST, value: Value,
+                    value_node: ast.AST | None, node: ast.AST, how: str) -> None:
+        role = self.call.role
+        keys = self._keys(key, owner)
+        iterated = isinstance(key, IteratedKey) and key.owner is owner
+        if role is Role.RESTORE:
+            return
+        if role is Role.PREINIT:
+            if keys is None:
+                self.context.open_keys = True
+            else:
+                self.context.created_keys.update(keys)
+            if isinstance(value, EagerConstant):
+                self.report("CS104", value.call, self._eager_message(keys, value))
+            return
+        guarded = self.guard_depth > 0
+        existing = self.context.created_keys
+        for k in keys or [None]:
+            if guarded and not iterated:
+                creation = True
+            elif k is None:
+                creation = False
+            else:
+                creation = k not in existing and not self.context.open_keys
+            if how == "setdefault" and not creation:
+                continue  # setdefault of an existing key changes nothing
+            entry = (id(owner), k)
+            same_object = (isinstance(value, StateTensor) and value.owner is owner
+                           and value.key == k and k is not None
+                           and value.version == self.versions.get(entry, 0))
+            if creation:
+                self.report("CS101", node, self._creation_message(k, guarded))
+            elif role is Role.STEP and (iterated or (k is not None and k in existing)) \
+                    and not same_object:
+                self.report("CS102", node, self._rebind_message(k, key_node))
+            self.written[entry] = self.statement_counter
+            if not same_object:
+                self.versions[entry] = self.versions.get(entry, 0) + 1
+
+    def new_state_entry(self, node: ast.AST, value: Value, value_node: ast.AST) -> None:
+        role = self.call.role
+        if role is Role.RESTORE:
+            return
+        if role is Role.PREINIT:
+            if isinstance(value, DictLiteral):
+                owner = ParamState("literal")
+                for key, item, item_node in value.entries:
+                    self.state_write(owner, key, item_node, item, item_node, node, "assign")
+            else:
+                self.context.open_keys = True
+            return
+        self.report("CS101", node, (
+            f"`{_source(node)}` binds a parameter's state to a new dict in "
+            f"{self._where()}; create every state tensor in preinitialize() and only "
+            "update it in place afterwards"))
+
+    # ---- expressions -----------------------------------------------------------------
+
+    def eval(self, node: ast.expr | None) -> Value:
+        if node is None:
+            return None
+        if isinstance(node, ast.Name):
+            return self.env.get(node.id)
+        if isinstance(node, ast.Constant):
+            return Strings(frozenset([node.value])) if isinstance(node.value, str) else None
+        if isinstance(node, ast.Attribute):
+            base = self.eval(node.value)
+            if base is OPTIMIZER and node.attr == "state":
+                return STATE_MAP
+            if isinstance(base, StateTensor) and node.attr == "data":
+                return base
+            if isinstance(base, (StateTensor, Derived)) and node.attr in ("T", "mT", "real"):
+                return _derive(base)
+            return None
+        if isinstance(node, ast.Subscript):
+            return self.subscript(node)
+        if isinstance(node, ast.Call):
+            return self.call_value(node)
+        if isinstance(node, ast.BinOp):
+            left, right = self.eval(node.left), self.eval(node.right)
+            return _derive(left) or _derive(right)
+        if isinstance(node, ast.UnaryOp):
+            return _derive(self.eval(node.operand))
+        if isinstance(node, ast.IfExp):
+            self.eval(node.test)
+            return _join(self.eval(node.body), self.eval(node.orelse))
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return Sequence_(tuple(self.eval(e) for e in node.elts))
+        if isinstance(node, ast.Dict):
+            entries = []
+            for key_node, value_node in zip(node.keys, node.values):
+                key = self.eval(key_node) if key_node is not None else None
+                entries.append((key, self.eval(value_node), value_node))
+            return DictLiteral(tuple(entries))
+        if isinstance(node, ast.NamedExpr):
+            value = self.eval(node.value)
+            self.env[node.target.id] = value
+            return value
+        if isinstance(node, ast.Starred):
+            return self.eval(node.value)
+        if isinstance(node, ast.Lambda):
+            return None
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self.eval(child)
+            elif isinstance(child, ast.comprehension):
+                self.eval(child.iter)
+                for condition in child.ifs:
+                    self.eval(condition)
+        return None
+
+    def subscript(self, node: ast.Subscript) -> Value:
+        base = self.eval(node.value)
+        index = self.eval(node.slice)
+        if base is STATE_MAP:
+            return self.param_state_for(node.slice)
+        if isinstance(base, ParamState):
+            keys = self._keys(index, base)
+            key = keys[0] if keys and len(keys) == 1 else None
+            return StateTensor(base, key, self.versions.get((id(base), key), 0))
+        if isinstance(base, Sequence_) and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, int) and -len(base.items) <= node.slice.value \
+                < len(base.items):
+            return base.items[node.slice.value]
+        if isinstance(base, (StateTensor, Derived)):
+            return _derive(base)
+        return None
+
+    def param_state_for(self, index: ast.expr) -> ParamState:
+        label = _source(index)
+        if label not in self.param_states:
+            self.param_states[label] = ParamState(label)
+        return self.param_states[label]
+
+    def call_value(self, node: ast.Call) -> Value:
+        func = node.func
+        args = [self.eval(a) for a in node.args]
+        keywords = {k.arg: self.eval(k.value) for k in node.keywords}
+        out = keywords.get("out")
+        if isinstance(out, StateTensor):
+            self.updated.add((id(out.owner), out.key))
+
+        if isinstance(func, ast.Attribute):
+            receiver = self.eval(func.value)
+            method = func.attr
+            if isinstance(receiver, ParamState):
+                return self.param_state_method(receiver, method, node, args, keywords)
+            if receiver is STATE_MAP:
+                if method in ("items", "values", "keys"):
+                    return Items(STATE_MAP, method)
+                if method == "get" and node.args:
+                    return self.param_state_for(node.args[0])
+                if method == "setdefault" and node.args:
+                    self.new_state_entry(node, args[1] if len(args) > 1 else None, node)
+                    return self.param_state_for(node.args[0])
+                return None
+            if isinstance(receiver, (StateTensor, Derived)):
+                if method.endswith("_") and not method.startswith("_"):
+                    if isinstance(receiver, StateTensor):
+                        self.updated.add((id(receiver.owner), receiver.key))
+                    return receiver  # in-place ops return the same tensor
+                return _derive(receiver)
+            if isinstance(receiver, EagerConstant) and method in ("to", "float", "half"):
+                return receiver
+            if receiver is OPTIMIZER:
+                self.enqueue_method(self.context.ref, method, node, args, keywords, bound=True)
+                self.escape(args, keywords)
+                return None
+            if _is_super_call(func.value):
+                self.enqueue_super(method, node, args, keywords)
+                self.escape(args, keywords)
+                return None
+
+        qualified = self.qualified(func)
+        if qualified is not None and (qualified == "torch" or qualified.startswith("torch.")):
+            if qualified in EAGER_CREATION_OPS:
+                return EagerConstant(node, qualified)
+            if qualified.endswith("_"):
+                self.escape(args, keywords)
+            sources = [_derive(a) for a in args if isinstance(a, (StateTensor, Derived))]
+            return None if out is not None else (sources[0] if sources else None)
+        self.enqueue_function(func, node, args, keywords)
+        self.escape(args, keywords)
+        return None
+
+    def param_state_method(self, owner: ParamState, method: str, node: ast.Call,
+                           args: list[Value], keywords: dict) -> Value:
+        if method in ("items", "values", "keys"):
+            return Items(owner, method)
+        if method == "get" and args:
+            keys = self._keys(args[0], owner)
+            key = keys[0] if keys and len(keys) == 1 else None
+            return StateTensor(owner, key, self.versions.get((id(owner), key), 0))
+        if method == "setdefault" and node.args:
+            value = args[1] if len(args) > 1 else None
+            self.state_write(owner, args[0], node.args[0], value, None, node, "setdefault")
+            keys = self._keys(args[0], owner)
+            return StateTensor(owner, keys[0] if keys and len(keys) == 1 else None, 0)
+        if method == "update":
+            self.update_with(owner, node, args, keywords)
+        return None
+
+    def update_with(self, owner: ParamState, node: ast.AST, args: list[Value],
+                    keywords: dict) -> None:
+        entries = []
+        for arg in args:
+            if isinstance(arg, DictLiteral):
+                entries.extend(arg.entries)
+            else:
+                entries.append((None, None, node))
+        for name, value in keywords.items():
+            entries.append((Strings(frozenset([name])) if name else None, value, node))
+        for key, value, _ in entries:
+            self.state_write(owner, key, node, value, None, node, "update")
+
+    def escape(self, args: list[Value], keywords: dict) -> None:
+        """A state tensor handed to other code may be updated in place there."""
+        for value in (*args, *keywords.values()):
+            if isinstance(value, StateTensor):
+                self.updated.add((id(value.owner), value.key))
+            elif isinstance(value, Sequence_):
+                self.escape(list(value.items), {})
+
+    # ---- calls -------------------------------------------------------------------------
+
+    def qualified(self, func: ast.expr) -> str | None:
+        dotted = dotted_name(func)
+        return self.project.qualified_name(self.module, dotted) if dotted else None
+
+    def _bindings(self, function: FunctionInfo, first: Value | None, args: list[Value],
+                  keywords: dict, bound: bool) -> tuple:
+        names = function.parameter_names()
+        values: list[Value] = [None] * len(names)
+        offset = 0
+        if bound and function.kind in ("method", "property"):
+            if names:
+                values[0] = first
+            offset = 1
+        elif function.kind == "classmethod":
+            offset = 1
+        for i, value in enumerate(args):
+            if offset + i < len(values):
+                values[offset + i] = value
+        for name, value in keywords.items():
+            if name in names:
+                values[names.index(name)] = value
+        return tuple(values)
+
+    def _push(self, function: FunctionInfo, bindings: tuple) -> None:
+        via = self.call.via if function.name in self.call.via else \
+            f"{self.call.via.split(' ')[0]} through {function.name}()"
+        self.calls.append(_Call(function, self.call.role, bindings, self.guard_depth > 0, via))
+
+    def enqueue_method(self, ref: ClassRef, name: str, node: ast.Call, args, keywords,
+                       bound: bool, after: ClassRef | None = None) -> None:
+        if name == "preinitialize":
+            return  # state made there is preinitialize's, whoever calls it
+        found = self.project.find_method(ref, name, self.analysis.version, after=after)
+        if found is None or found.function is None or self.project.is_machinery(found.owner):
+            return
+        self._push(found.function,
+                   self._bindings(found.function, OPTIMIZER, args, keywords, bound))
+
+    def enqueue_super(self, name: str, node: ast.Call, args, keywords) -> None:
+        if self.function.class_name is None:
+            return
+        owner = next((entry for entry in self.project.mro(self.context.ref)
+                      if entry.info is not None
+                      and entry.info.qualname == self.function.class_name), None)
+        if owner is not None:
+            self.enqueue_method(self.context.ref, name, node, args, keywords, bound=True,
+                                after=owner)
+
+    def enqueue_function(self, func: ast.expr, node: ast.Call, args, keywords) -> None:
+        dotted = dotted_name(func)
+        if dotted is None:
+            return
+        target = self.project.resolve_in_module(self.module, dotted)
+        if isinstance(target, FunctionInfo):
+            self._push(target, self._bindings(target, None, args, keywords, bound=False))
+            return
+        # `ClassName.method(self, ...)` on a project class.
+        head, _, method = dotted.rpartition(".")
+        if head:
+            owner = self.project.resolve_in_module(self.module, head)
+            if isinstance(owner, ClassInfo):
+                self.enqueue_method(self.project.ref_for_info(owner), method, node, args,
+                                    keywords, bound=False)
+
+    # ---- guards ------------------------------------------------------------------------
+
+    def absence(self, test: ast.expr, polarity: bool) -> bool:
+        """Whether `test` being `polarity` means a state dict or key is absent."""
+        if isinstance(test, ast.BoolOp):
+            return any(self.absence(v, polarity) for v in test.values)
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return self.absence(test.operand, not polarity)
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            left, op, right = test.left, test.ops[0], test.comparators[0]
+            if isinstance(op, (ast.In, ast.NotIn)):
+                container = self.peek(right)
+                if isinstance(container, ParamState) or container is STATE_MAP:
+                    return polarity == isinstance(op, ast.NotIn)
+            if _is_len_of(left) and isinstance(self.peek(left.args[0]), ParamState) \
+                    and isinstance(right, ast.Constant) and isinstance(right.value, int):
+                empty = _compare_means_empty(op, right.value)
+                if empty is not None:
+                    return polarity == empty
+            if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) \
+                    and right.value is None and isinstance(left, ast.Call) \
+                    and isinstance(left.func, ast.Attribute) and left.func.attr == "get" \
+                    and isinstance(self.peek(left.func.value), ParamState):
+                return polarity == isinstance(op, ast.Is)
+            return False
+        if _is_len_of(test) and isinstance(self.peek(test.args[0]), ParamState):
+            return not polarity
+        if isinstance(test, ast.Name) and isinstance(self.env.get(test.id), ParamState):
+            return not polarity
+        return False
+
+    def peek(self, node: ast.expr) -> Value:
+        """The value of a guard operand, without recording anything."""
+        if isinstance(node, ast.Name):
+            return self.env.get(node.id)
+        if isinstance(node, ast.Attribute) and node.attr == "state" and \
+                self.peek(node.value) is OPTIMIZER:
+            return STATE_MAP
+        if isinstance(node, ast.Subscript) and self.peek(node.value) is STATE_MAP:
+            return self.param_state_for(node.slice)
+        return None
+
+    # ---- messages ----------------------------------------------------------------------
+
+    def _where(self) -> str:
+        cls = self.context.name
+        if self.call.role is Role.STEP:
+            return f"{cls}.{self.call.via}" if self.function.name != "step" else f"{cls}.step()"
+        return f"{cls}.{self.call.via}"
+
+    def _creation_message(self, key: str | None, guarded: bool) -> str:
+        what = f'state "{key}"' if key else "optimizer state"
+        how = " under a lazy-initialisation check" if guarded else ""
+        return (f"{what} is created{how} in {self._where()}; create it in "
+                f"preinitialize() and only update it in place in step()")
+
+    def _rebind_message(self, key: str | None, key_node: ast.AST) -> str:
+        name = f'state["{key}"]' if key else f"state[{_source(key_node)}]"
+        return (f"{name} is rebound to a new tensor in {self._where()}; update it in place "
+                f"(e.g. {name}.mul_(beta).add_(g) or {name}.copy_(new_value)) so the "
+                "traced graph keeps one state tensor")
+
+    def _eager_message(self, keys: list[str] | None, value: EagerConstant) -> str:
+        what = f'state "{keys[0]}"' if keys and len(keys) == 1 else "optimizer state"
+        lazy = value.function.replace("torch.", "cstorch.")
+        return (f"{what} is filled with {value.function}() in preinitialize(); use "
+                f"{lazy}(), which creates it lazily on the system (almost no memory or time)")
+
+    def _lost_update_message(self, name: str, tensor: StateTensor) -> str:
+        key = f'state["{tensor.key}"]' if tensor.key else "a state tensor"
+        return (f"`{name}` holds {key} but is rebound to a new value that is never stored "
+                f"back, so the update is lost on every step; update it in place "
+                f"(e.g. {name}.mul_(...).add_(...)) or write it back with {key}.copy_({name})")
+
+
+def _derive(value: Value) -> Value:
+    if isinstance(value, StateTensor):
+        return Derived(value)
+    if isinstance(value, Derived):
+        return value
+    return None
+
+
+def _is_len_of(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "len" and len(node.args) == 1)
+
+
+def _compare_means_empty(op: ast.cmpop, number: int) -> bool | None:
+    """For `len(state) <op> number`: True if it means empty, False if non-empty."""
+    if number == 0:
+        if isinstance(op, (ast.Eq, ast.LtE)):
+            return True
+        if isinstance(op, (ast.NotEq, ast.Gt)):
+            return False
+    if number == 1:
+        if isinstance(op, ast.Lt):
+            return True
+        if isinstance(op, ast.GtE):
+            return False
+    return None
+
+
+def _source(node: ast.AST) -> str:
+    try:
+        text = ast.unparse(node)
+    except Exception:  # unparse can fail on malformed synthetic trees
+        return "..."
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def iter_events(analysis: OptimizerStateAnalysis, code: str, module: ModuleIndex
+                ) -> Iterator[StateEvent]:
+    for event in analysis.events:
+        if event.code == code and event.function.module is module:
+            yield event

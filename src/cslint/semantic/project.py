@@ -1,0 +1,368 @@
+"""The project index: every module of the run, merged.
+
+It answers the questions rules ask across files: what a qualified name refers to
+(following re-exports through package `__init__` files), a class's bases and MRO
+(mixing project classes, the built-in official API and unknown third-party
+classes), which kind of class it is, and where a method is defined.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Protocol, Union
+
+from cslint.config import Config, Version
+from cslint.semantic.module_index import (
+    ClassInfo, FunctionInfo, ModuleIndex, canonical,
+)
+from cslint.semantic.official import (
+    CSTORCH_OPTIMIZER, CSTORCH_SCHEDULERS, MACHINERY_FILES, NEUTRAL_BASES, NN_MODULE,
+    TORCH_OPTIMIZER, TORCH_SCHEDULERS, OfficialApi, OfficialClass,
+)
+
+Symbol = Union[ClassInfo, FunctionInfo, OfficialClass]
+_MAX_REEXPORT_HOPS = 16
+
+
+@dataclass(frozen=True, eq=False)
+class ClassRef:
+    """A class as the project knows it: from source, from the official table, or unknown."""
+
+    name: str
+    info: ClassInfo | None = None
+    official: OfficialClass | None = None
+
+    @property
+    def unknown(self) -> bool:
+        return self.info is None and self.official is None
+
+    @property
+    def short_name(self) -> str:
+        return self.name.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class MethodLookup:
+    """Where a method resolves along an MRO."""
+
+    owner: ClassRef
+    function: FunctionInfo | None  # None: official, or assigned as a class attribute
+    abstract: bool
+
+
+# A method that may come from a class we cannot see (a third-party base).
+UNKNOWN_METHOD = MethodLookup(ClassRef("<unknown>"), None, False)
+
+
+@dataclass(frozen=True)
+class ClassKinds:
+    cstorch_optimizer: bool
+    torch_optimizer: bool
+    cstorch_scheduler: bool
+    torch_scheduler: bool
+    nn_module: bool
+
+    @property
+    def optimizer(self) -> bool:
+        return self.cstorch_optimizer or self.torch_optimizer
+
+
+class ModuleLoader(Protocol):
+    """Loads the project's other modules by name, when resolving a name needs them."""
+
+    def load_module(self, name: str) -> list[ModuleIndex]: ...
+
+
+class ProjectIndex:
+    def __init__(self, modules: list[ModuleIndex], official: OfficialApi, config: Config,
+                 loader: ModuleLoader | None = None):
+        self.modules: list[ModuleIndex] = []
+        self.official = official
+        self.config = config
+        self.loader = loader
+        self.modules_by_name: dict[str, list[ModuleIndex]] = {}
+        self.classes_by_name: dict[str, list[ClassInfo]] = {}
+        self._asked_loader: set[str] = set()
+        for module in modules:
+            self._add(module)
+        # The modules given up front: checked files and the files that may depend on them.
+        self.primary_modules = list(modules)
+        self.optimizer_roots = {CSTORCH_OPTIMIZER, *config.optimizer_bases}
+        self.scheduler_roots = {*CSTORCH_SCHEDULERS, *config.scheduler_bases}
+        self._refs: dict[int, ClassRef] = {}
+        self._unknown_refs: dict[str, ClassRef] = {}
+        self._resolving: set[str] = set()
+        self._mro: dict[int, list[ClassRef]] = {}
+        self._ancestor_names: dict[int, frozenset[str]] = {}
+
+    def _add(self, module: ModuleIndex) -> None:
+        self.modules.append(module)
+        self.modules_by_name.setdefault(module.name, []).append(module)
+        for info in module.classes.values():
+            self.classes_by_name.setdefault(info.qualname, []).append(info)
+
+    def modules_named(self, name: str) -> list[ModuleIndex]:
+        if name not in self.modules_by_name and self.loader is not None \
+                and name not in self._asked_loader:
+            self._asked_loader.add(name)
+            for module in self.loader.load_module(name):
+                self._add(module)
+        return self.modules_by_name.get(name, [])
+
+    # ---- names -------------------------------------------------------------
+
+    def _pick(self, candidates: list, origin: ModuleIndex | None):
+        """Several files may give one module name (scripts in different folders):
+        prefer the one beside the importing file."""
+        if len(candidates) > 1 and origin is not None:
+            for candidate in candidates:
+                module = candidate if isinstance(candidate, ModuleIndex) else candidate.module
+                if module.path.parent == origin.path.parent:
+                    return candidate
+        return candidates[0]
+
+    def resolve(self, qualname: str, origin: ModuleIndex | None = None) -> Symbol | None:
+        """The project or official definition a qualified name refers to."""
+        if qualname in self._resolving:
+            return None  # star imports that import each other
+        self._resolving.add(qualname)
+        try:
+            return self._resolve(qualname, origin)
+        finally:
+            self._resolving.discard(qualname)
+
+    def _resolve(self, qualname: str, origin: ModuleIndex | None) -> Symbol | None:
+        seen: set[str] = set()
+        name: str | None = qualname
+        for _ in range(_MAX_REEXPORT_HOPS):
+            if name is None or name in seen:
+                break
+            seen.add(name)
+            if name not in self.classes_by_name and "." in name:
+                self.modules_named(name.rsplit(".", 1)[0])  # a class of a module not yet read
+            if name in self.classes_by_name:
+                return self._pick(self.classes_by_name[name], origin)
+            found, name = self._step_through_module(name, origin)
+            if found is not None:
+                return found
+        return self.official.lookup(canonical(qualname))
+
+    def _step_through_module(self, name: str, origin: ModuleIndex | None):
+        """Split `pkg.mod.Attr.rest` at the longest project module; follow its binding."""
+        parts = name.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            candidates = self.modules_named(".".join(parts[:cut]))
+            if not candidates:
+                continue
+            module = self._pick(candidates, origin)
+            head, rest = parts[cut], parts[cut + 1:]
+            suffix = ("." + ".".join(rest)) if rest else ""
+            if head in module.top_level_classes:
+                return None, module.top_level_classes[head] + suffix
+            if head in module.functions and not rest:
+                return module.functions[head], None
+            if head in module.imports:
+                return None, module.imports[head] + suffix
+            for star in module.star_imports:
+                candidate = f"{star}.{head}{suffix}"
+                if self.resolve(candidate, module) is not None:
+                    return None, candidate
+            return None, None
+        return None, None
+
+    def resolve_in_module(self, module: ModuleIndex, dotted: str) -> Symbol | None:
+        qualified = module.qualify(dotted)
+        if qualified is None:
+            for star in module.star_imports:
+                found = self.resolve(f"{star}.{dotted}", module)
+                if found is not None:
+                    return found
+            return None
+        return self.resolve(qualified, module)
+
+    def qualified_name(self, module: ModuleIndex, dotted: str) -> str | None:
+        """Canonical qualified name of a dotted expression (project or external)."""
+        qualified = module.qualify(dotted)
+        if qualified is None and dotted in ("object",):
+            return "builtins.object"
+        return canonical(qualified) if qualified else None
+
+    # ---- classes -----------------------------------------------------------
+
+    def ref_for_info(self, info: ClassInfo) -> ClassRef:
+        ref = self._refs.get(id(info))
+        if ref is None:
+            ref = ClassRef(info.qualname, info=info)
+            self._refs[id(info)] = ref
+        return ref
+
+    def ref_for_name(self, qualname: str, origin: ModuleIndex | None = None) -> ClassRef:
+        found = self.resolve(qualname, origin)
+        if isinstance(found, ClassInfo):
+            return self.ref_for_info(found)
+        if isinstance(found, OfficialClass):
+            ref = self._refs.get(id(found))
+            if ref is None:
+                ref = ClassRef(found.qualname, official=found)
+                self._refs[id(found)] = ref
+            return ref
+        name = canonical(qualname)
+        if name not in self._unknown_refs:
+            # A configured compliant base outside the run stands for the cstorch base.
+            stands_for = (self.official.lookup(CSTORCH_OPTIMIZER) if name in self.optimizer_roots
+                          else self.official.lookup(CSTORCH_SCHEDULERS[0])
+                          if name in self.scheduler_roots else None)
+            self._unknown_refs[name] = ClassRef(name, official=stands_for)
+        return self._unknown_refs[name]
+
+    def machinery_root(self, ref: ClassRef) -> str | None:
+        """The official base a project class *is* (its own source is in the run)."""
+        if ref.info is None:
+            return None
+        path = ref.info.module.path.as_posix()
+        for (class_name, suffix), root in MACHINERY_FILES.items():
+            if ref.info.name == class_name and path.endswith("/" + suffix):
+                return root
+        if ref.info.qualname in self.optimizer_roots or ref.info.qualname in self.scheduler_roots:
+            return ref.info.qualname
+        return None
+
+    def is_machinery(self, ref: ClassRef) -> bool:
+        return self.machinery_root(ref) is not None
+
+    def bases(self, ref: ClassRef) -> list[ClassRef]:
+        return [base for _, base in self.base_pairs(ref)]
+
+    def base_pairs(self, ref: ClassRef) -> list[tuple[ast.expr | None, ClassRef]]:
+        """Each base with the expression naming it (None for official bases);
+        `object`, `ABC`, `Generic` and the like are left out."""
+        if ref.official is not None:
+            return [(None, self.ref_for_name(b)) for b in ref.official.bases
+                    if b not in NEUTRAL_BASES]
+        if ref.info is None:
+            return []
+        result = []
+        for base_name, expr in zip(ref.info.base_names, ref.info.base_exprs):
+            if base_name is None:
+                result.append((expr, self.ref_for_name(f"<{type(expr).__name__}>")))
+                continue
+            if base_name == "object":
+                continue
+            qualified = ref.info.module.qualify(base_name)
+            if qualified is not None:
+                if canonical(qualified) not in NEUTRAL_BASES:
+                    result.append((expr, self.ref_for_name(qualified, ref.info.module)))
+                continue
+            # A name this module does not bind may still come from a star import.
+            found = self.resolve_in_module(ref.info.module, base_name)
+            if isinstance(found, ClassInfo):
+                result.append((expr, self.ref_for_info(found)))
+            elif isinstance(found, OfficialClass):
+                result.append((expr, self.ref_for_name(found.qualname)))
+            else:
+                result.append((expr, self.ref_for_name(base_name)))
+        return result
+
+    def mro(self, ref: ClassRef) -> list[ClassRef]:
+        key = id(ref)
+        if key in self._mro:
+            return self._mro[key]
+        self._mro[key] = [ref]  # a cycle in the bases ends here
+        base_refs = self.bases(ref)
+        sequences = [list(self.mro(b)) for b in base_refs] + [list(base_refs)]
+        self._mro[key] = [ref] + _c3_merge(sequences)
+        return self._mro[key]
+
+    def ancestor_names(self, ref: ClassRef) -> frozenset[str]:
+        key = id(ref)
+        if key not in self._ancestor_names:
+            names: set[str] = set()
+            for entry in self.mro(ref):
+                names.add(canonical(entry.name))
+                root = self.machinery_root(entry)
+                if root:
+                    names.add(root)
+                if entry.official is not None:
+                    names.add(entry.official.qualname)
+            self._ancestor_names[key] = frozenset(names)
+        return self._ancestor_names[key]
+
+    def kinds(self, ref: ClassRef) -> ClassKinds:
+        names = self.ancestor_names(ref)
+        return ClassKinds(
+            cstorch_optimizer=bool(names & self.optimizer_roots),
+            torch_optimizer=TORCH_OPTIMIZER in names,
+            cstorch_scheduler=bool(names & self.scheduler_roots),
+            torch_scheduler=any(n in names for n in TORCH_SCHEDULERS),
+            nn_module=NN_MODULE in names,
+        )
+
+    def has_unknown_ancestor(self, ref: ClassRef) -> bool:
+        return any(entry.unknown for entry in self.mro(ref))
+
+    def find_method(self, ref: ClassRef, name: str, version: Version | None = None,
+                    after: ClassRef | None = None) -> MethodLookup | None:
+        """Resolve `name` along the MRO (after `after`, for super()). None: not defined;
+        UNKNOWN_METHOD: a class we cannot see comes first and may define it."""
+        order = self.mro(ref)
+        if after is not None:
+            positions = [i for i, entry in enumerate(order) if entry is after]
+            order = order[positions[0] + 1:] if positions else []
+        for entry in order:
+            if entry.info is not None:
+                function = entry.info.methods.get(name)
+                if function is not None:
+                    return MethodLookup(entry, function, function.is_abstract)
+                if name in entry.info.class_attributes:
+                    return MethodLookup(entry, None, False)
+            elif entry.official is not None:
+                methods, abstract = entry.official.methods_for(version)
+                if name in methods or name in abstract:
+                    return MethodLookup(entry, None, name in abstract)
+            else:
+                return UNKNOWN_METHOD
+        return None
+
+    @cached_property
+    def project_classes(self) -> list[ClassRef]:
+        return [self.ref_for_info(info) for m in self.primary_modules
+                for info in m.classes.values()]
+
+    @cached_property
+    def subclasses(self) -> dict[int, list[ClassRef]]:
+        """Direct project subclasses of each class, by id of its ref."""
+        result: dict[int, list[ClassRef]] = {}
+        for ref in self.project_classes:
+            for base in self.bases(ref):
+                result.setdefault(id(base), []).append(ref)
+        return result
+
+    def module_for_path(self, path: Path) -> ModuleIndex | None:
+        for module in self.modules:
+            if module.path == path:
+                return module
+        return None
+
+
+def _c3_merge(sequences: list[list[ClassRef]]) -> list[ClassRef]:
+    result: list[ClassRef] = []
+    sequences = [s for s in sequences if s]
+    while sequences:
+        for sequence in sequences:
+            head = sequence[0]
+            if not any(head in s[1:] for s in sequences):
+                break
+        else:
+            # Inconsistent hierarchy (Python would refuse it): keep a depth-first order.
+            for sequence in sequences:
+                for entry in sequence:
+                    if entry not in result:
+                        result.append(entry)
+            return result
+        result.append(head)
+        sequences = [[e for e in s if e is not head] for s in sequences]
+        sequences = [s for s in sequences if s]
+    return result

@@ -1,0 +1,120 @@
+"""Reading and parsing one source file: bytes, encoding (PEP 263 / BOM), `ast`.
+
+Every failure becomes an `InputError` carrying one line for the user; the
+caller reports it and goes on with the other files.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class InputError(Exception):
+    """A file that cannot be read, decoded, parsed or analysed."""
+
+    def __init__(self, display_path: str, problem: str, line: int | None = None,
+                 column: int | None = None):
+        self.display_path = display_path
+        self.problem = problem
+        self.line = line
+        self.column = column
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = self.display_path
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        return f"{where}: {self.problem}"
+
+
+@dataclass
+class SourceFile:
+    """A decoded source file, kept as read so fixes can write it back faithfully."""
+
+    path: Path
+    display_path: str
+    raw: bytes
+    text: str
+    encoding: str
+    lines: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_bytes(cls, path: Path, display_path: str, raw: bytes) -> "SourceFile":
+        encoding = _detect_encoding(raw, display_path)
+        try:
+            text = raw.decode(encoding)
+        except UnicodeDecodeError as err:
+            raise InputError(display_path, _not_decodable(encoding, raw, err)) from None
+        except LookupError:
+            raise InputError(display_path, f"unknown encoding {encoding!r}") from None
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        return cls(path, display_path, raw, text, encoding, text.splitlines())
+
+    @classmethod
+    def read(cls, path: Path, display_path: str) -> "SourceFile":
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raise InputError(display_path, "no such file or directory") from None
+        except IsADirectoryError:
+            raise InputError(display_path, "is a directory") from None
+        except OSError as err:
+            raise InputError(display_path, f"cannot read: {err.strerror or err}") from None
+        return cls.from_bytes(path, display_path, raw)
+
+    def parse(self) -> ast.Module:
+        try:
+            with warnings.catch_warnings():
+                # Invalid escapes and the like are the compiler's business, not ours.
+                warnings.simplefilter("ignore", SyntaxWarning)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                return ast.parse(self.text, filename=self.display_path)
+        except SyntaxError as err:
+            message = err.msg or "invalid syntax"
+            if "too many nested" in message or "too complex" in message:
+                raise InputError(self.display_path, "too deeply nested to parse") from None
+            column = self.character_column(err.lineno or 1, (err.offset or 1) - 1, from_bytes=False)
+            raise InputError(self.display_path, f"syntax error: {message}",
+                             err.lineno, column) from None
+        except (RecursionError, MemoryError):
+            raise InputError(self.display_path, "too deeply nested to parse") from None
+        except ValueError as err:  # e.g. source with NUL bytes
+            raise InputError(self.display_path, f"cannot parse: {err}") from None
+
+    def line_text(self, line: int) -> str:
+        return self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+
+    def character_column(self, line: int, offset: int, from_bytes: bool = True) -> int:
+        """1-based character column; `ast` gives UTF-8 byte offsets within the line."""
+        if not from_bytes:
+            return offset + 1
+        text = self.line_text(line)
+        if text.isascii():
+            return offset + 1
+        return len(text.encode("utf-8")[:offset].decode("utf-8", errors="replace")) + 1
+
+
+def _not_decodable(encoding: str, raw: bytes, err: UnicodeDecodeError) -> str:
+    line = raw.count(b"\n", 0, err.start) + 1
+    return (f"not valid {encoding} (byte 0x{raw[err.start]:02x} on line {line}); re-encode "
+            "the file or declare its encoding with a coding comment")
+
+
+def _detect_encoding(raw: bytes, display_path: str) -> str:
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    except SyntaxError as err:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise InputError(display_path, _not_decodable("utf-8", raw, bad)) from None
+        raise InputError(display_path, f"bad encoding declaration: {err.msg}") from None
+    return "utf-8" if encoding == "utf-8-sig" else encoding

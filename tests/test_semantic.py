@@ -1,0 +1,274 @@
+"""The semantic model: names through imports, class hierarchy across files, the official
+table, and the guarantee that one file checked alone gets the findings of a whole-tree run."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cslint.config import Config
+from cslint.engine import lint
+from cslint.semantic.module_index import build_module_index, module_name_for
+from cslint.semantic.official import load_official_api
+from cslint.semantic.project import ProjectIndex
+from cslint.source import SourceFile
+
+STEP_CREATES = """
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p]["m"] = p.grad.clone()
+"""
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def findings(root: Path, *paths: str, **config) -> set[tuple[str, int, str]]:
+    result = lint([str(root / p) for p in paths], Config(**config), project_root=root)
+    assert not result.errors, [e.render() for e in result.errors]
+    return {(Path(f.path).name, f.location.line, f.code) for f in result.findings}
+
+
+def index(root: Path, *names: str) -> ProjectIndex:
+    modules = []
+    for name in names:
+        path = root / name
+        source = SourceFile.read(path, name)
+        modules.append(build_module_index(source.parse(), path, name))
+    return ProjectIndex(modules, load_official_api(), Config())
+
+
+def test_module_names_follow_the_init_chain(tmp_path):
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/sub/__init__.py": "", "pkg/sub/mod.py": "",
+                     "script.py": ""})
+    assert module_name_for(tmp_path / "pkg/sub/mod.py") == ("pkg.sub.mod", False)
+    assert module_name_for(tmp_path / "pkg/sub/__init__.py") == ("pkg.sub", True)
+    assert module_name_for(tmp_path / "script.py") == ("script", False)
+
+
+@pytest.mark.parametrize("imports, base", [
+    ("import cerebras.pytorch as cstorch", "cstorch.optim.Optimizer"),
+    ("from cerebras.pytorch.optim import Optimizer as CSOpt", "CSOpt"),
+    ("import cerebras.pytorch.optim as csopt", "csopt.Optimizer"),
+    ("from cerebras.pytorch.optim.optimizer import Optimizer", "Optimizer"),
+    ("import cerebras.pytorch", "cerebras.pytorch.optim.Optimizer"),
+    ("import cslint.cstorch as cstorch", "cstorch.optim.Optimizer"),
+    ("from cslint.cstorch.optim import Optimizer", "Optimizer"),
+    ("from cerebras.pytorch.optim import *", "Optimizer"),
+])
+def test_cstorch_optimizer_through_every_import_form(tmp_path, imports, base):
+    write(tmp_path, {"opt.py": f"{imports}\n\nclass Mine({base}):\n    pass\n"})
+    project = index(tmp_path, "opt.py")
+    ref = project.project_classes[0]
+    assert project.kinds(ref).cstorch_optimizer
+    assert findings(tmp_path, "opt.py") == {("opt.py", 3, "CS103")}
+
+
+def test_torch_optimizer_under_public_and_defining_names(tmp_path):
+    write(tmp_path, {
+        "a.py": "import torch\n\nclass A(torch.optim.Optimizer):\n    pass\n",
+        "b.py": "from torch.optim.optimizer import Optimizer\n\nclass B(Optimizer):\n    pass\n",
+        "c.py": "from torch import optim\n\nclass C(optim.Optimizer):\n    pass\n",
+    })
+    project = index(tmp_path, "a.py", "b.py", "c.py")
+    for ref in project.project_classes:
+        kinds = project.kinds(ref)
+        assert kinds.torch_optimizer and not kinds.cstorch_optimizer
+
+
+def test_hierarchy_across_files_and_relative_imports(tmp_path):
+    write(tmp_path, {
+        "pkg/__init__.py": "from .base import MyAdamBase\n",
+        "pkg/base.py": """
+            import cerebras.pytorch as cstorch
+
+            class MyAdamBase(cstorch.optim.Optimizer):
+                def preinitialize(self):
+                    pass
+            """,
+        "pkg/adamw.py": "from . import MyAdamBase\n\nclass AdamW(MyAdamBase):\n" + STEP_CREATES,
+        "other.py": "from pkg import MyAdamBase\n\nclass Other(MyAdamBase):\n" + STEP_CREATES,
+    })
+    found = findings(tmp_path, "pkg", "other.py")
+    # Both subclasses inherit preinitialize (no CS103) and create "m" in step.
+    assert found == {("adamw.py", 8, "CS101"), ("other.py", 8, "CS101"),
+                     ("base.py", 4, "CS103")}
+
+
+def test_one_file_alone_gets_the_findings_of_a_whole_tree_run(tmp_path):
+    """The helper in base.py creates state only when reached from a subclass's step in
+    another file; a pre-commit run over base.py alone must still find it."""
+    write(tmp_path, {
+        "pyproject.toml": "[project]\nname = 'demo'\n",
+        "base.py": """
+            import torch
+            import cerebras.pytorch as cstorch
+
+            class Base(cstorch.optim.Optimizer):
+                def preinitialize(self):
+                    pass
+
+                def init_buffers(self, p):
+                    state = self.state[p]
+                    if "m" not in state:
+                        state["m"] = torch.zeros_like(p)
+            """,
+        "sub.py": """
+            from base import Base
+
+            class Sub(Base):
+                def step(self, closure=None):
+                    for group in self.param_groups:
+                        for p in group["params"]:
+                            self.init_buffers(p)
+            """,
+        "unrelated.py": "x = 1\n",
+    })
+    whole = findings(tmp_path, ".")
+    assert ("base.py", 12, "CS101") in whole
+    for name in ("base.py", "sub.py"):
+        alone = findings(tmp_path, name)
+        assert alone == {f for f in whole if f[0] == name}
+
+
+def test_official_table_knows_inherited_methods_and_state(tmp_path):
+    write(tmp_path, {"mine.py": """
+        import torch
+        import cerebras.pytorch as cstorch
+
+        class MyAdam(cstorch.optim.Adam):
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        state = self.state[p]
+                        state["exp_avg"].mul_(0.9).add_(p.grad)
+                        state["exp_avg_sq"] = state["exp_avg_sq"] * 0.99
+                        state["velocity"] = torch.zeros_like(p)
+        """})
+    assert findings(tmp_path, "mine.py") == {("mine.py", 11, "CS102"), ("mine.py", 12, "CS101")}
+
+
+def test_global_step_of_official_optimizers_counts_as_existing(tmp_path):
+    write(tmp_path, {"mine.py": """
+        import cerebras.pytorch as cstorch
+
+        class MyASGD(cstorch.optim.ASGD):
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        self.state[p]["step"] += 1
+                        self.state[p]["ax"].add_(p)
+        """})
+    assert findings(tmp_path, "mine.py") == set()
+
+
+def test_mixin_supplies_a_method_and_unknown_bases_are_not_guessed(tmp_path):
+    write(tmp_path, {"mine.py": """
+        import cerebras.pytorch as cstorch
+        from thirdparty import SomeMixin
+
+        class SparsifyMixin:
+            def state_names_to_sparsify(self):
+                return ["m"]
+
+        class WithMixin(SparsifyMixin, cstorch.optim.Optimizer):
+            def preinitialize(self):
+                pass
+
+            def step(self, closure=None):
+                pass
+
+        class WithUnknown(SomeMixin, cstorch.optim.Optimizer):
+            pass
+        """})
+    assert findings(tmp_path, "mine.py", cstorch_version=(2, 4)) == set()
+
+
+def test_abstract_classes_are_not_reported(tmp_path):
+    write(tmp_path, {"mine.py": """
+        from abc import abstractmethod
+        import cerebras.pytorch as cstorch
+
+        class Base(cstorch.optim.Optimizer):
+            @abstractmethod
+            def update(self, p):
+                ...
+
+        class Concrete(Base):
+            def preinitialize(self):
+                pass
+
+            def update(self, p):
+                pass
+        """})
+    assert findings(tmp_path, "mine.py") == {("mine.py", 10, "CS103")}
+
+
+def test_machinery_is_recognised_by_class_name_and_path(tmp_path):
+    write(tmp_path, {"cerebras/pytorch/__init__.py": "", "cerebras/pytorch/optim/__init__.py": "",
+                     "cerebras/pytorch/optim/optimizer.py": """
+        from abc import ABC, abstractmethod
+        import torch
+
+        class Optimizer(torch.optim.Optimizer, ABC):
+            def visit_state(self, fn):
+                for state in self.state.values():
+                    for key, val in state.items():
+                        state[key] = fn(val)
+
+            @abstractmethod
+            def preinitialize(self):
+                ...
+
+            @abstractmethod
+            def step(self, closure=None):
+                ...
+        """, "cerebras/pytorch/optim/sgd.py": """
+        from .optimizer import Optimizer
+
+        class SGD(Optimizer):
+            def preinitialize(self):
+                pass
+        """})
+    found = findings(tmp_path, "cerebras", cstorch_version=(2, 4))
+    assert found == {("sgd.py", 4, "CS103"), ("sgd.py", 4, "CS106")}
+
+
+def test_configured_optimizer_base(tmp_path):
+    write(tmp_path, {"mine.py": "from mycorp.optim import CerebrasOptimizer\n\n"
+                                "class Mine(CerebrasOptimizer):\n"
+                                "    def preinitialize(self):\n        pass\n" + STEP_CREATES})
+    assert findings(tmp_path, "mine.py") == set()
+    found = findings(tmp_path, "mine.py", optimizer_bases=("mycorp.optim.CerebrasOptimizer",))
+    assert found == {("mine.py", 10, "CS101")}
+
+
+def test_state_dict_named_state_is_not_optimizer_state(tmp_path):
+    write(tmp_path, {"mine.py": """
+        import torch
+        import cerebras.pytorch as cstorch
+
+        class Mine(cstorch.optim.Optimizer):
+            def preinitialize(self):
+                pass
+
+            def step(self, closure=None):
+                pass
+
+            def load_state_dict(self, state_dict):
+                for param, state in state_dict["state"].items():
+                    state["legacy"] = torch.tensor(0.0)
+                super().load_state_dict(state_dict)
+
+            def convert(self, checkpoint):
+                state = checkpoint["state"]
+                state["m"] = 1
+        """})
+    assert findings(tmp_path, "mine.py") == set()
