@@ -1,0 +1,1 @@
+"""The semantic model: per-file indexes, the project index, shared analyses."""
