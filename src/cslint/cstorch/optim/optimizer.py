@@ -1,0 +1,337 @@
+"""The cstorch base optimizer, with strict-mode checks.
+
+Mirrors `cerebras.pytorch.optim.Optimizer`: state is created ahead of time in
+`preinitialize()` so the system can compile the whole step before the first
+iteration. In strict mode (the default) every `step` a subclass defines runs
+with its state frozen (CS101/CS102) and under the host-conversion guard
+(CS201-CS206), and each group's lr is a 0-dim device tensor from construction
+on, as it is on the system.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils.hooks import RemovableHandle
+from torch.utils.weak import WeakIdKeyDictionary
+
+from cslint.cstorch import strict_mode
+from cslint.cstorch.device_values import mark_optimizer_values, scheduled_origin
+from cslint.cstorch.errors import compliance_error
+from cslint.cstorch.guard import guarded_region, host_side
+from cslint.cstorch.provenance import mark
+from cslint.cstorch.source_position import user_site
+from cslint.cstorch.state_freeze import (
+    FrozenOptimizerState,
+    layout_differences,
+    state_layout,
+)
+
+__all__ = ["Optimizer"]
+
+
+def _method_owner(method: Callable) -> str:
+    # "test_x.<locals>.MyAdam.step" -> "MyAdam.step"
+    qualname = getattr(method, "__qualname__", method.__name__)
+    return ".".join(qualname.rsplit("<locals>.", 1)[-1].split(".")[-2:])
+
+
+def _loss_closure_on_host(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The loss closure given to `step(closure)` runs host-side, unguarded."""
+
+    def on_host(closure):
+        @functools.wraps(closure)
+        def run_closure(*closure_args, **closure_kwargs):
+            with host_side():
+                return closure(*closure_args, **closure_kwargs)
+
+        return run_closure
+
+    if args and callable(args[0]):
+        return (on_host(args[0]), *args[1:]), kwargs
+    if callable(kwargs.get("closure")):
+        return args, {**kwargs, "closure": on_host(kwargs["closure"])}
+    return args, kwargs
+
+
+def _guard_step(step: Callable) -> Callable:
+    owner = _method_owner(step)
+
+    @functools.wraps(step)
+    def guarded_step(self, *args, **kwargs):
+        if not strict_mode._enabled:
+            return step(self, *args, **kwargs)
+        args, kwargs = _loss_closure_on_host(args, kwargs)
+        mark_optimizer_values(self)
+        original_state = self.state
+        # A subclass's step calling super().step() is already frozen.
+        swap = not isinstance(original_state, FrozenOptimizerState)
+        if swap:
+            self.state = FrozenOptimizerState(original_state, self._describe_param)
+        try:
+            with guarded_region(owner):
+                return step(self, *args, **kwargs)
+        finally:
+            if swap:
+                self.state = original_state
+
+    guarded_step._cstorch_guarded_step = True
+    return guarded_step
+
+
+def _normalize_tags(group: dict) -> None:
+    tags = group.get("tags")
+    if not tags:
+        return
+    if isinstance(tags, (list, tuple, frozenset)):
+        group["tags"] = set(tags)
+    elif not isinstance(tags, set):
+        group["tags"] = {tags}
+
+
+class Optimizer(torch.optim.Optimizer, ABC):
+    """Abstract base of Cerebras-compliant optimizers.
+
+    Subclasses implement `preinitialize()` (create all state) and `step()`
+    (update it in place). `enable_global_step=True` creates `state[p]["step"]`,
+    a float32 0-dim tensor on the parameter's device, for each parameter.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Plain functions only (decorated ones included): that is what
+        # optimizers define, and what `self` can be bound to.
+        step = cls.__dict__.get("step")
+        if isinstance(step, types.FunctionType) and not getattr(
+            step, "_cstorch_guarded_step", False
+        ):
+            cls.step = _guard_step(step)
+
+    def __init__(
+        self,
+        params,
+        defaults: dict[str, Any],
+        enable_global_step: bool = False,
+    ) -> None:
+        self.enable_global_step = enable_global_step
+        self._optimizer_zero_grad_pre_hooks: OrderedDict = OrderedDict()
+        self._optimizer_zero_grad_post_hooks: OrderedDict = OrderedDict()
+        # Schedulers attached to this optimizer (keys; values unused).
+        self._schedulers_registry = WeakIdKeyDictionary()
+        super().__init__(params, defaults)
+
+        self.preinitialize()
+        if enable_global_step:
+            for param in self._params():
+                self.state[param]["step"] = torch.tensor(
+                    0.0, dtype=torch.float32, device=param.device
+                )
+        # What checkpoints are checked against in load_state_dict.
+        self._preinitialized_layout = state_layout(self._params(), self.state)
+
+    # -- construction helpers -------------------------------------------------
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        _normalize_tags(group)
+        if strict_mode._enabled:
+            self._lr_as_device_tensor(group)
+
+    @staticmethod
+    def _lr_as_device_tensor(group: dict) -> None:
+        # On the system the lr is a tensor computed from the global step, so
+        # code that treats it as a Python number must fail here too.
+        lr = group.get("lr")
+        if isinstance(lr, (int, float)) and not isinstance(lr, bool):
+            params = group["params"]
+            device = params[0].device if params else None
+            group["lr"] = torch.tensor(float(lr), dtype=torch.float32, device=device)
+        if isinstance(group.get("lr"), torch.Tensor):
+            mark(group["lr"], scheduled_origin("lr"))
+
+    def _params(self) -> list:
+        """All parameters in torch's state_dict index order."""
+        return [param for group in self.param_groups for param in group["params"]]
+
+    def _describe_param(self, param) -> str:
+        index = 0
+        for group in self.param_groups:
+            names = group.get("param_names")
+            for position, candidate in enumerate(group["params"]):
+                if candidate is param:
+                    name = f" {names[position]!r}" if names else ""
+                    return (
+                        f"the parameter{name} at index {index} "
+                        f"(shape {tuple(param.shape)})"
+                    )
+                index += 1
+        if isinstance(param, torch.Tensor):
+            # No repr: printing a device tensor inside the step is itself CS204.
+            return f"a tensor of shape {tuple(param.shape)} that is not a parameter of this optimizer"
+        return f"the state key {param!r}"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # torch pickles only defaults/state/param_groups; keep what the cstorch
+        # checks need so deepcopy/pickle round trips stay checked.
+        state = super().__getstate__()
+        state["enable_global_step"] = self.enable_global_step
+        state["_preinitialized_layout"] = getattr(self, "_preinitialized_layout", {})
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self.__dict__.setdefault("enable_global_step", False)
+        self.__dict__.setdefault("_preinitialized_layout", {})
+        self.__dict__.setdefault("_optimizer_zero_grad_pre_hooks", OrderedDict())
+        self.__dict__.setdefault("_optimizer_zero_grad_post_hooks", OrderedDict())
+        self.__dict__.setdefault("_schedulers_registry", WeakIdKeyDictionary())
+
+    # -- global step -------------------------------------------------------------
+
+    def increment_global_step(self, p: torch.Tensor) -> torch.Tensor:
+        """Add 1 to `state[p]["step"]` in place and return it."""
+        state = self.state[p]
+        if "step" not in state:
+            raise RuntimeError(
+                f"{type(self).__name__} has no global step for this parameter: "
+                "pass enable_global_step=True to cstorch.optim.Optimizer.__init__ "
+                "to create state[p]['step']"
+            )
+        state["step"] += 1.0
+        return state["step"]
+
+    # -- state dict --------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        packed = super().state_dict()
+        # Plain dicts only, so torch.load(weights_only=True) accepts the file
+        # even when called while the state is frozen.
+        packed["state"] = {
+            index: dict(entries) if isinstance(entries, dict) else entries
+            for index, entries in packed["state"].items()
+        }
+        return packed
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if strict_mode._enabled:
+            self._check_checkpoint_layout(state_dict)
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:
+            _normalize_tags(group)
+            if strict_mode._enabled:
+                self._lr_as_device_tensor(group)
+
+    def _check_checkpoint_layout(self, state_dict: dict[str, Any]) -> None:
+        key_differences, shape_differences = layout_differences(
+            self._preinitialized_layout, state_dict.get("state", {})
+        )
+        if not key_differences and not shape_differences:
+            return
+        name = type(self).__name__
+        code = "CS101" if key_differences else "CS102"
+        raise compliance_error(
+            code,
+            f"the checkpoint's optimizer state does not match the state "
+            f"{name}.preinitialize() creates: "
+            + "; ".join(key_differences + shape_differences),
+            f"load a checkpoint saved by {name} with the same parameters and "
+            "hyperparameters, or convert it before calling load_state_dict "
+            "(override load_state_dict and rename/reshape the entries first)",
+            owner=f"{name}.load_state_dict",
+            site=user_site(),
+        )
+
+    # -- zero_grad hooks ---------------------------------------------------------
+
+    def register_zero_grad_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """Call `hook(optimizer, args, kwargs)` before each zero_grad.
+
+        It may return None or a new `(args, kwargs)` for zero_grad.
+        """
+        handle = RemovableHandle(self._optimizer_zero_grad_pre_hooks)
+        self._optimizer_zero_grad_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_zero_grad_post_hook(self, hook: Callable) -> RemovableHandle:
+        """Call `hook(optimizer, args, kwargs)` after each zero_grad.
+
+        (The production release files these with the pre hooks, so they run
+        before zero_grad; here they run after it, as documented.)
+        """
+        handle = RemovableHandle(self._optimizer_zero_grad_post_hooks)
+        self._optimizer_zero_grad_post_hooks[handle.id] = hook
+        return handle
+
+    def zero_grad(self, *args: Any, **kwargs: Any) -> None:
+        """torch's zero_grad between the pre hooks and the post hooks."""
+        for hook in list(self._optimizer_zero_grad_pre_hooks.values()):
+            result = hook(self, args, kwargs)
+            if result is None:
+                continue
+            if not (isinstance(result, tuple) and len(result) == 2):
+                raise RuntimeError(
+                    f"zero_grad pre hook {hook!r} must return None or a tuple "
+                    f"(new_args, new_kwargs), but returned {result!r}"
+                )
+            args, kwargs = result
+        super().zero_grad(*args, **kwargs)
+        for hook in list(self._optimizer_zero_grad_post_hooks.values()):
+            hook(self, args, kwargs)
+
+    # -- visitors ------------------------------------------------------------------
+
+    def apply(self, f: Callable) -> Any:
+        """Return `f(self)`; an object with an `apply` method gets `f.apply(self)`."""
+        if callable(f):
+            return f(self)
+        apply_method = getattr(f, "apply", None)
+        if callable(apply_method):
+            return apply_method(self)
+        raise TypeError(
+            f"{type(self).__name__}.apply expects a callable or an object with "
+            f"an apply method, got {type(f).__name__}"
+        )
+
+    def visit_state(self, fn: Callable) -> None:
+        """Call `fn(value)` on every state value; a non-None result replaces it."""
+        for entries in self.state.values():
+            for key, value in list(entries.items()):
+                replacement = fn(value)
+                if replacement is not None:
+                    entries[key] = replacement
+
+    def state_names_to_sparsify(self) -> list[str]:
+        """State names whose tensors have their parameter's shape.
+
+        Sparsity masks of a parameter apply to these. Subclasses may override.
+        The global step is never one of them.
+        """
+        names: list[str] = []
+        for param in self._params():
+            for key, value in self.state.get(param, {}).items():
+                if self.enable_global_step and key == "step":
+                    continue
+                if (
+                    isinstance(value, torch.Tensor)
+                    and value.shape == param.shape
+                    and key not in names
+                ):
+                    names.append(key)
+        return names
+
+    # -- to implement --------------------------------------------------------------
+
+    @abstractmethod
+    def preinitialize(self) -> None:
+        """Create all optimizer state (called once, by __init__)."""
+
+    @abstractmethod
+    def step(self, closure: Callable | None = None):
+        """Update parameters and state in place; create no new state."""

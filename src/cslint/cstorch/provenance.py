@@ -1,0 +1,169 @@
+"""Which tensors hold device values, and why.
+
+On a Cerebras system parameters, gradients, optimizer state, scheduled
+hyperparameters and everything computed from them live on the device: the
+host cannot read them while the step is being traced. A CPU run cannot tell a
+device value from a host constant by looking at the tensor, so strict mode
+records the origin of each device value here, keyed by tensor identity.
+
+The registry holds weak references only: it never keeps a tensor alive, and an
+entry disappears with its tensor. A tensor attribute would be cheaper to read
+but would travel into `torch.save` pickles and break `weights_only` loading.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+__all__ = [
+    "Origin",
+    "PARAMETER",
+    "origin_of",
+    "mark",
+    "mark_computed",
+    "origin_among",
+    "mark_computed_among",
+]
+
+
+class Origin:
+    """Why a tensor is a device value, phrased for error messages.
+
+    `scheduled` is true for scheduled hyperparameters (the lr, any group value
+    a scheduler drives) and values computed from them: reading one as a Python
+    number is CS205 rather than CS204.
+    """
+
+    __slots__ = ("description", "scheduled", "_derived")
+
+    def __init__(self, description: str, scheduled: bool = False) -> None:
+        self.description = description
+        self.scheduled = scheduled
+        self._derived: Origin | None = None
+
+    def derived(self) -> Origin:
+        """The origin of a value computed from this one (cached: ops are hot)."""
+        if self._derived is None:
+            if self.description.startswith("a value computed from "):
+                self._derived = self
+            else:
+                self._derived = Origin(
+                    f"a value computed from {self.description}", self.scheduled
+                )
+        return self._derived
+
+    def __repr__(self) -> str:
+        return f"Origin({self.description!r}, scheduled={self.scheduled})"
+
+
+PARAMETER = Origin("a parameter")
+
+_Tensor = torch.Tensor
+
+
+class _TensorRef(weakref.ref):
+    """A weak reference that remembers its registry key and the origin."""
+
+    __slots__ = ("key", "origin")
+
+    def __new__(cls, tensor, callback, key, origin):
+        self = super().__new__(cls, tensor, callback)
+        self.key = key
+        self.origin = origin
+        return self
+
+    def __init__(self, tensor, callback, key, origin):
+        super().__init__(tensor, callback)
+
+
+# id(tensor) -> _TensorRef. A plain dict keyed by id is several times faster to
+# query than WeakKeyDictionary-style wrappers; the ref check below guards
+# against a dead tensor's id being reused by a new one.
+_registry: dict[int, _TensorRef] = {}
+
+
+def _forget(ref: _TensorRef) -> None:
+    if _registry.get(ref.key) is ref:
+        del _registry[ref.key]
+
+
+def origin_of(value: object) -> Origin | None:
+    """The origin of a device value, or None for host values and non-tensors."""
+    ref = _registry.get(id(value))
+    if ref is not None and ref() is value:
+        return ref.origin
+    # Parameters of any module are device values even when no optimizer or
+    # trace has seen them yet. (Plain tensors skip the slow metaclass check.)
+    if type(value) is not _Tensor and isinstance(value, torch.nn.Parameter):
+        return PARAMETER
+    return None
+
+
+def mark(tensor: torch.Tensor, origin: Origin) -> None:
+    """Record `tensor` as a device value.
+
+    A tensor keeps its first origin (the most telling one for messages),
+    except that a scheduled origin replaces an unscheduled one.
+    """
+    key = id(tensor)
+    ref = _registry.get(key)
+    if ref is not None and ref() is tensor:
+        if ref.origin.scheduled or not origin.scheduled:
+            return
+    _registry[key] = _TensorRef(tensor, _forget, key, origin)
+
+
+def mark_computed(tensor: torch.Tensor, origin: Origin) -> None:
+    """Record the output of an op with a device-value input.
+
+    An output that already is a device value keeps its origin: a parameter
+    updated in place with an lr-scaled step stays "a parameter", it does not
+    become a scheduled hyperparameter.
+    """
+    key = id(tensor)
+    ref = _registry.get(key)
+    if ref is not None and ref() is tensor:
+        return
+    if type(tensor) is not _Tensor and isinstance(tensor, torch.nn.Parameter):
+        return
+    _registry[key] = _TensorRef(tensor, _forget, key, origin)
+
+
+# List versions of origin_of/mark_computed for the `_foreach_*` ops, which
+# pass lists of every parameter: one call per list, not one per tensor.
+
+
+def origin_among(values) -> Origin | None:
+    """The origin of the first device value among `values`.
+
+    Lists passed to one op hold tensors of one role (all parameters, all
+    exp_avg states), so the first origin found speaks for the list; stopping
+    there keeps `_foreach_*` ops cheap.
+    """
+    get = _registry.get
+    for value in values:
+        if not isinstance(value, _Tensor):
+            continue
+        ref = get(id(value))
+        if ref is not None and ref() is value:
+            return ref.origin
+        if type(value) is not _Tensor and isinstance(value, torch.nn.Parameter):
+            return PARAMETER
+    return None
+
+
+def mark_computed_among(values, origin: Origin) -> None:
+    """`mark_computed` for each tensor in `values`."""
+    get = _registry.get
+    for value in values:
+        if not isinstance(value, _Tensor):
+            continue
+        key = id(value)
+        ref = get(key)
+        if ref is not None and ref() is value:
+            continue
+        if type(value) is not _Tensor and isinstance(value, torch.nn.Parameter):
+            continue
+        _registry[key] = _TensorRef(value, _forget, key, origin)

@@ -1,0 +1,308 @@
+"""Optimizer state frozen after `preinitialize` (CS101, CS102).
+
+The system compiles the optimizer step once, with the state tensors that
+`preinitialize` created. A step that adds a state entry (CS101) or rebinds one
+to another object (CS102) traces a graph whose state the system does not have.
+
+torch replaces `optimizer.state` with a plain defaultdict in `__init__`,
+`load_state_dict` and `__setstate__`, and dict's C methods (`update`,
+`setdefault`, `|=`) bypass `__setitem__`. So the freeze is enforced only while
+`step` runs: the optimizer swaps `self.state` for a `FrozenOptimizerState`
+holding `FrozenParamState` views, and restores the original mapping after.
+Permitted writes (same object, or any write with strict mode off or from
+host-side code) go through to the original dicts, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+import torch
+
+from cslint.cstorch.errors import compliance_error
+from cslint.cstorch.guard import checks_active, current_owner
+from cslint.cstorch.source_position import user_site
+
+__all__ = [
+    "FrozenOptimizerState",
+    "FrozenParamState",
+    "state_layout",
+    "layout_differences",
+]
+
+_MISSING = object()
+
+_FIX_NEW_KEY = (
+    "create every state entry in preinitialize() (e.g. "
+    "`self.state[p][{key!r}] = cstorch.zeros_like(p)`, or a 0-dim tensor for "
+    "a counter) and update it in place in step (`.mul_()`, `.add_()`, `.copy_()`)"
+)
+_FIX_REBIND = (
+    "update the existing tensor in place: `state[{key!r}].copy_(new_value)`, "
+    "`.mul_()`, `.add_()`; a Python number kept in state must become a 0-dim "
+    "tensor created in preinitialize()"
+)
+
+
+class FrozenParamState(dict):
+    """One parameter's state while `step` runs: no new keys, no rebinding."""
+
+    def __init__(self, plain: dict, frozen_state: FrozenOptimizerState, param) -> None:
+        super().__init__(plain)
+        self._plain = plain
+        self._frozen_state = frozen_state
+        self._param = param
+
+    def _describe(self) -> str:
+        return self._frozen_state.describe(self._param)
+
+    def _check_write(self, key, value) -> bool:
+        """Raise for a forbidden write; True when the write must be applied."""
+        current = dict.get(self, key, _MISSING)
+        if current is value:
+            return False
+        if not checks_active():
+            return True
+        if current is _MISSING:
+            raise compliance_error(
+                "CS101",
+                f"adds state entry {key!r} to {self._describe()} while step "
+                "runs; the state is fixed once preinitialize() returns",
+                _FIX_NEW_KEY.format(key=key),
+                owner=current_owner(),
+                site=user_site(),
+            )
+        raise compliance_error(
+            "CS102",
+            f"rebinds state entry {key!r} of {self._describe()} to a different "
+            f"object ({_kind(value)} replacing {_kind(current)}); the compiled "
+            "step keeps updating the original",
+            _FIX_REBIND.format(key=key),
+            owner=current_owner(),
+            site=user_site(),
+        )
+
+    def _check_removal(self, key) -> None:
+        if checks_active():
+            raise compliance_error(
+                "CS102",
+                f"removes state entry {key!r} of {self._describe()} while step "
+                "runs; the state is fixed once preinitialize() returns",
+                "keep every state entry that preinitialize() creates and update "
+                "it in place",
+                owner=current_owner(),
+                site=user_site(),
+            )
+
+    def __setitem__(self, key, value) -> None:
+        if self._check_write(key, value):
+            dict.__setitem__(self, key, value)
+            self._plain[key] = value
+
+    def setdefault(self, key, default=None):
+        if key in self:
+            return dict.__getitem__(self, key)
+        self[key] = default
+        return default
+
+    def update(self, *args, **kwargs) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def __delitem__(self, key) -> None:
+        if key in self:
+            self._check_removal(key)
+            self._plain.pop(key, None)
+        dict.__delitem__(self, key)
+
+    def pop(self, key, *default):
+        if key in self:
+            self._check_removal(key)
+            self._plain.pop(key, None)
+        return dict.pop(self, key, *default)
+
+    def popitem(self):
+        if self:
+            self._check_removal(next(reversed(self)))
+        key, value = dict.popitem(self)
+        self._plain.pop(key, None)
+        return key, value
+
+    def clear(self) -> None:
+        if self:
+            self._check_removal(next(iter(self)))
+        dict.clear(self)
+        self._plain.clear()
+
+
+class FrozenOptimizerState(dict):
+    """`optimizer.state` while `step` runs.
+
+    Reading the state of a parameter that has none is allowed (torch's
+    defaultdict read); binding `state[p]` to a new dict is CS101.
+    """
+
+    def __init__(self, original: dict, describe: Callable[[object], str]) -> None:
+        super().__init__()
+        self._original = original
+        self._describe = describe
+        for param, plain in original.items():
+            dict.__setitem__(self, param, self._view(param, plain))
+
+    def describe(self, param) -> str:
+        return self._describe(param)
+
+    def _view(self, param, plain):
+        if isinstance(plain, dict):
+            return FrozenParamState(plain, self, param)
+        return plain
+
+    def __missing__(self, param):
+        # Mirror the defaultdict read: the original gains an empty dict too.
+        plain = self._original[param]
+        view = self._view(param, plain)
+        dict.__setitem__(self, param, view)
+        return view
+
+    def __setitem__(self, param, value) -> None:
+        current = dict.get(self, param, _MISSING)
+        if current is value:
+            return
+        if checks_active():
+            raise compliance_error(
+                "CS101",
+                f"binds self.state[...] of {self.describe(param)} to a new "
+                f"{type(value).__name__} while step runs; the state is fixed "
+                "once preinitialize() returns",
+                "create the state in preinitialize() and update its tensors in "
+                "place in step",
+                owner=current_owner(),
+                site=user_site(),
+            )
+        self._original[param] = value
+        dict.__setitem__(self, param, self._view(param, value))
+
+    def setdefault(self, param, default=None):
+        if param in self:
+            return dict.__getitem__(self, param)
+        self[param] = default
+        return self[param]
+
+    def update(self, *args, **kwargs) -> None:
+        for param, value in dict(*args, **kwargs).items():
+            self[param] = value
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def __delitem__(self, param) -> None:
+        self._refuse_removal(param)
+        dict.__delitem__(self, param)
+        self._original.pop(param, None)
+
+    def pop(self, param, *default):
+        if param in self:
+            self._refuse_removal(param)
+            self._original.pop(param, None)
+        return dict.pop(self, param, *default)
+
+    def popitem(self):
+        if self:
+            self._refuse_removal(next(reversed(self)))
+        param, value = dict.popitem(self)
+        self._original.pop(param, None)
+        return param, value
+
+    def clear(self) -> None:
+        if self:
+            self._refuse_removal(next(iter(self)))
+        dict.clear(self)
+        self._original.clear()
+
+    def _refuse_removal(self, param) -> None:
+        if checks_active():
+            raise self._removal_error(param)
+
+    def _removal_error(self, param):
+        return compliance_error(
+            "CS102",
+            f"removes the state of {self.describe(param)} while step runs; the "
+            "state is fixed once preinitialize() returns",
+            "keep every state entry that preinitialize() creates",
+            owner=current_owner(),
+            site=user_site(),
+        )
+
+
+def _kind(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    return _with_article(type(value).__name__)
+
+
+def _with_article(noun: str) -> str:
+    return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
+
+
+# ---------------------------------------------------------------------------
+# The layout preinitialize created, to check checkpoints against
+
+Layout = dict  # param index -> {state key: shape tuple, or None for non-tensors}
+
+
+def state_layout(params: Iterable, state: Mapping) -> Layout:
+    """Keys and shapes of each parameter's state, by torch's param index."""
+    layout: Layout = {}
+    for index, param in enumerate(params):
+        entries = state.get(param)
+        if not entries:
+            continue
+        layout[index] = {
+            key: tuple(value.shape) if isinstance(value, torch.Tensor) else None
+            for key, value in entries.items()
+        }
+    return layout
+
+
+def layout_differences(expected: Layout, loaded: Mapping) -> tuple[list[str], list[str]]:
+    """(key differences, shape differences) between `expected` and a checkpoint's
+    `state` section (param index -> {key: value}), phrased for messages."""
+    key_differences: list[str] = []
+    shape_differences: list[str] = []
+    for index in sorted(set(expected) | set(loaded), key=str):
+        want = expected.get(index, {})
+        got = loaded.get(index, {}) or {}
+        missing = [key for key in want if key not in got]
+        unexpected = [key for key in got if key not in want]
+        if missing:
+            key_differences.append(
+                f"state[{index}] lacks {', '.join(map(repr, missing))}"
+            )
+        if unexpected:
+            key_differences.append(
+                f"state[{index}] has {', '.join(map(repr, unexpected))} that "
+                "preinitialize() does not create"
+            )
+        for key, shape in want.items():
+            if key not in got:
+                continue
+            value = got[key]
+            got_shape = tuple(value.shape) if isinstance(value, torch.Tensor) else None
+            if got_shape != shape:
+                shape_differences.append(
+                    f"state[{index}][{key!r}] is {_describe_shape(got_shape, value)} "
+                    f"in the checkpoint but {_describe_shape(shape, None)} from "
+                    "preinitialize()"
+                )
+    return key_differences, shape_differences
+
+
+def _describe_shape(shape, value) -> str:
+    if shape is None:
+        return _with_article(type(value).__name__) if value is not None else "not a tensor"
+    return f"a tensor of shape {shape}"

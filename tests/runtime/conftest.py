@@ -1,0 +1,24 @@
+"""Fixtures for the cslint.cstorch runtime tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+# The tests import their shared helpers as a top-level module; make that work
+# under any pytest import mode (importlib mode does not extend sys.path).
+sys.path.insert(0, os.path.dirname(__file__))
+
+import cslint.cstorch as cstorch  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def strict_mode_is_restored():
+    """Every test starts in strict mode and must leave it that way."""
+    assert cstorch.is_strict()
+    yield
+    left_on = cstorch.is_strict()
+    cstorch.strict(True)
+    assert left_on, "the test left strict mode off"

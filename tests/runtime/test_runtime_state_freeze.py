@@ -1,0 +1,193 @@
+"""CS101/CS102: optimizer state frozen after preinitialize, while step runs."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+import torch
+
+import cslint.cstorch as cstorch
+from cstorch_helpers import (
+    BodyOptimizer,
+    CompliantSGD,
+    assert_compliance_error,
+    make_params,
+    run_steps,
+)
+
+HERE = __file__
+
+
+# -- CS101: new state while step runs ------------------------------------------------
+
+
+def lazy_state_creation(opt, group, p, state):
+    if "momentum_buffer" not in state:
+        state["momentum_buffer"] = torch.clone(p.grad).detach()  # cs101-subscript
+
+
+def setdefault_new_key(opt, group, p, state):
+    buffer = state.setdefault("max_exp_avg_sq", torch.zeros_like(p))  # cs101-setdefault
+    del buffer
+
+
+def update_new_key(opt, group, p, state):
+    state.update(max_exp_avg_sq=torch.zeros_like(p))  # cs101-update
+
+
+def or_assign_new_key(opt, group, p, state):
+    state |= {"max_exp_avg_sq": torch.zeros_like(p)}  # cs101-ior
+
+
+def rebind_param_state(opt, group, p, state):
+    opt.state[p] = {"exp_avg": state["exp_avg"]}  # cs101-rebind-dict
+
+
+def write_into_state_of_unknown_tensor(opt, group, p, state):
+    stranger = opt.stranger
+    opt.state[stranger]["buffer"] = torch.zeros(2)  # cs101-stranger
+
+
+# -- CS102: rebinding or removing state -----------------------------------------------
+
+
+def rebind_state_tensor(opt, group, p, state):
+    state["exp_avg"] = state["exp_avg"] * 0.9 + p.grad  # cs102-subscript
+
+
+def python_counter_in_state(opt, group, p, state):
+    state["count"] += 1  # cs102-counter
+
+
+def update_rebinds(opt, group, p, state):
+    state.update(exp_avg=torch.zeros_like(p))  # cs102-update
+
+
+def delete_entry(opt, group, p, state):
+    del state["count"]  # cs102-del
+
+
+def pop_entry(opt, group, p, state):
+    state.pop("count")  # cs102-pop
+
+
+VIOLATIONS = [
+    ("CS101", lazy_state_creation, "cs101-subscript"),
+    ("CS101", setdefault_new_key, "cs101-setdefault"),
+    ("CS101", update_new_key, "cs101-update"),
+    ("CS101", or_assign_new_key, "cs101-ior"),
+    ("CS101", rebind_param_state, "cs101-rebind-dict"),
+    ("CS101", write_into_state_of_unknown_tensor, "cs101-stranger"),
+    ("CS102", rebind_state_tensor, "cs102-subscript"),
+    ("CS102", python_counter_in_state, "cs102-counter"),
+    ("CS102", update_rebinds, "cs102-update"),
+    ("CS102", delete_entry, "cs102-del"),
+    ("CS102", pop_entry, "cs102-pop"),
+]
+
+
+def make_optimizer(body):
+    optimizer = BodyOptimizer(make_params(), body)
+    optimizer.stranger = torch.nn.Parameter(torch.zeros(2))
+    return optimizer
+
+
+@pytest.mark.parametrize(
+    "code, body, marker", VIOLATIONS, ids=[marker for _, _, marker in VIOLATIONS]
+)
+def test_state_violation_raises_at_the_write(code, body, marker):
+    optimizer = make_optimizer(body)
+    before = {p: dict(entries) for p, entries in optimizer.state.items()}
+    error = assert_compliance_error(
+        code, HERE, marker, optimizer.step, owner="BodyOptimizer.step"
+    )
+    assert isinstance(error, cstorch.StateError)
+    # The failed step left the state as preinitialize made it, as plain dicts.
+    assert type(optimizer.state) is defaultdict
+    for p, entries in optimizer.state.items():
+        assert type(entries) is dict
+        if p in before:
+            assert entries.keys() == before[p].keys()
+            assert all(entries[key] is before[p][key] for key in entries)
+
+
+def test_messages_name_the_entry_and_the_parameter():
+    with pytest.raises(cstorch.StateError) as caught:
+        make_optimizer(lazy_state_creation).step()
+    message = str(caught.value)
+    assert "'momentum_buffer'" in message
+    assert "the parameter at index 0 (shape (4, 3))" in message
+    assert "preinitialize()" in message
+    with pytest.raises(cstorch.StateError) as caught:
+        make_optimizer(python_counter_in_state).step()
+    assert "'count'" in str(caught.value) and "an int replacing an int" in str(caught.value)
+
+
+def test_named_parameters_are_named_in_messages():
+    p1, p2 = make_params()
+    optimizer = BodyOptimizer([("encoder.weight", p1), ("encoder.bias", p2)], lazy_state_creation)
+    with pytest.raises(cstorch.StateError, match="'encoder.weight' at index 0"):
+        optimizer.step()
+
+
+def allowed_state_updates(opt, group, p, state):
+    state["exp_avg"] += p.grad  # in place on a tensor: the same object
+    state["step"] += 1
+    state["exp_avg"] = state["exp_avg"]  # writing back the same object
+    exp_avg = state.setdefault("exp_avg", None)  # existing key: a read
+    state.update(exp_avg=exp_avg)
+    state |= {"step": state["step"]}
+    assert opt.state[opt.stranger] == {}  # a defaultdict read, no state made
+    opt.state[p] = state  # the same dict back
+    assert state.pop("absent", None) is None
+
+
+def test_permitted_state_writes_run_five_steps():
+    optimizer = make_optimizer(allowed_state_updates)
+    params = optimizer.param_groups[0]["params"]
+    tensors_before = {p: dict(optimizer.state[p]) for p in params}
+    run_steps(optimizer, steps=5)
+    for p in params:
+        assert optimizer.state[p]["step"].item() == 5.0
+        assert set(optimizer.state[p]) == {"exp_avg", "step", "count"}
+        # Updated in place: still the tensors preinitialize made.
+        assert optimizer.state[p]["exp_avg"] is tensors_before[p]["exp_avg"]
+        assert optimizer.state[p]["step"] is tensors_before[p]["step"]
+    assert optimizer.stranger not in optimizer.state or optimizer.state[optimizer.stranger] == {}
+
+
+def test_global_step_increments_inside_step():
+    params = make_params()
+    optimizer = CompliantSGD(params, lr=0.1, momentum=0.9, enable_global_step=True)
+    run_steps(optimizer, steps=5)
+    for p in params:
+        assert optimizer.state[p]["step"].item() == 5.0
+
+
+def test_state_written_outside_step_is_not_checked():
+    optimizer = make_optimizer(allowed_state_updates)
+    p = optimizer.param_groups[0]["params"][0]
+    optimizer.state[p]["exp_avg"] = torch.ones_like(p)  # host code, not the step
+    optimizer.state[p].update(extra=torch.zeros(1))
+    assert "extra" in optimizer.state[p]
+
+
+def test_with_strict_off_lazy_state_is_kept():
+    optimizer = make_optimizer(lazy_state_creation)
+    with cstorch.strict(False):
+        optimizer.step()
+    for p in optimizer.param_groups[0]["params"]:
+        assert "momentum_buffer" in optimizer.state[p]
+
+
+def test_strict_off_inside_the_step_writes_through():
+    def body(opt, group, p, state):
+        with cstorch.strict(False):
+            state["late"] = torch.zeros(1)
+
+    optimizer = make_optimizer(body)
+    optimizer.step()
+    for p in optimizer.param_groups[0]["params"]:
+        assert "late" in optimizer.state[p]
+        assert type(optimizer.state[p]) is dict
