@@ -103,6 +103,11 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
         except RecursionError:
             result.errors.append(InputError(loaded.source.display_path,
                                             "too deeply nested to analyse"))
+        except Exception as error:  # a bug of ours must not stop the other files
+            result.errors.append(InputError(
+                loaded.source.display_path,
+                f"internal error ({type(error).__name__}: {error}); other files were "
+                "checked; please report this"))
     checked_ids = {id(m) for m in checked_modules}
     for fact in facts.values():
         for module, problem in getattr(fact, "errors", ()):

@@ -103,6 +103,9 @@ class ModuleIndex:
     top_level_classes: dict[str, str]  # local name -> qualname
     functions: dict[str, FunctionInfo]  # module-level, by name
     tree: ast.Module = field(repr=False)
+    # Functions defined inside other functions (e.g. a `@cstorch.trace` step in main()),
+    # with the function that encloses each.
+    nested_functions: list[tuple[FunctionInfo, ast.AST]] = field(default_factory=list)
 
     @property
     def imports_cstorch(self) -> bool:
@@ -187,10 +190,12 @@ def _statement_children(node: ast.AST) -> list[ast.AST]:
 
 def _collect(index: ModuleIndex, tree: ast.Module) -> None:
     # Iterative: deeply nested input must not exhaust the interpreter's stack here.
-    # (node, qualname prefix, enclosing class, whether names bind at module level)
-    stack: list[tuple[ast.AST, str, str | None, bool]] = [(tree, index.name, None, True)]
+    # (node, qualname prefix, enclosing class, whether names bind at module level,
+    #  enclosing function)
+    stack: list[tuple[ast.AST, str, str | None, bool, ast.AST | None]] = [
+        (tree, index.name, None, True, None)]
     while stack:
-        node, prefix, class_name, at_module_level = stack.pop()
+        node, prefix, class_name, at_module_level, enclosing = stack.pop()
         for child in _statement_children(node):
             if isinstance(child, (ast.Import, ast.ImportFrom)):
                 # Imports anywhere (functions, try/except, TYPE_CHECKING) bind for the whole
@@ -201,15 +206,18 @@ def _collect(index: ModuleIndex, tree: ast.Module) -> None:
                 index.classes[qualname] = _class_info(child, index, qualname)
                 if at_module_level:
                     index.top_level_classes[child.name] = qualname
-                stack.append((child, qualname, qualname, False))
+                stack.append((child, qualname, qualname, False, None))
             elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                qualname = f"{prefix}.{child.name}"
                 if at_module_level:
-                    index.functions[child.name] = _function_info(
-                        child, index, f"{prefix}.{child.name}", None)
-                stack.append((child, f"{prefix}.{child.name}.<locals>", class_name, False))
+                    index.functions[child.name] = _function_info(child, index, qualname, None)
+                elif enclosing is not None:
+                    index.nested_functions.append(
+                        (_function_info(child, index, qualname, None), enclosing))
+                stack.append((child, f"{qualname}.<locals>", class_name, False, child))
             else:
                 # if/try/with/for/match bodies: definitions there bind where the block is.
-                stack.append((child, prefix, class_name, at_module_level))
+                stack.append((child, prefix, class_name, at_module_level, enclosing))
 
 
 def _record_import(index: ModuleIndex, node: ast.Import | ast.ImportFrom) -> None:

@@ -1,0 +1,1470 @@
+"""Which expressions of traced code hold device-tensor values (the facts behind CS2xx).
+
+Traced code is what runs once to record the graph: optimizer `step`, scheduler closed
+forms, `nn.Module.forward`, `@cstorch.trace` functions, and whatever they call. A small
+abstract interpretation per function, statements in order, gives each name a value:
+a device tensor (with the chain that made it one, for the message), a host constant
+tensor, or a structural value (param groups, optimizer state, modules, containers,
+functions). Only what is a device tensor by a source we can name is ever flagged.
+Calls are followed with the abstract values of their arguments; a helper's return
+value is its summary under those arguments.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Iterable, Union
+
+from cslint.semantic.module_index import ClassInfo, FunctionInfo, ModuleIndex, dotted_name
+from cslint.semantic.project import ClassRef, ProjectIndex
+
+CLOSED_FORMS = ("_get_closed_form_lr", "_get_closed_form", "get_lr")
+TRACE_DECORATORS = {"cerebras.pytorch.trace"}
+HOST_DECORATORS = {"cerebras.pytorch.step_closure", "cerebras.pytorch.checkpoint_closure"}
+COMPILE = {"cerebras.pytorch.compile"}
+MAX_CALL_DEPTH = 24
+
+# Tensor attributes and methods that give Python metadata, not tensor values.
+METADATA_ATTRIBUTES = frozenset({
+    "shape", "dtype", "device", "ndim", "is_sparse", "is_cuda", "is_meta", "requires_grad",
+    "is_leaf", "layout", "names", "is_quantized", "is_mkldnn", "is_nested", "itemsize",
+    "nbytes", "grad_fn", "is_cpu",
+})
+METADATA_METHODS = frozenset({
+    "size", "dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous",
+    "is_floating_point", "is_complex", "get_device", "data_ptr", "stride", "storage_offset",
+    "is_signed", "type", "has_names", "is_pinned", "is_shared", "is_set_to", "__len__",
+})
+MATERIALIZING_METHODS = {"item": "CS204", "tolist": "CS204", "numpy": "CS204",
+                         "__bool__": "CS203", "__float__": "CS204", "__int__": "CS204",
+                         "__index__": "CS204"}
+NON_TENSOR_TORCH = frozenset({
+    "torch.is_tensor", "torch.is_complex", "torch.is_floating_point", "torch.is_grad_enabled",
+    "torch.is_inference_mode_enabled", "torch.jit.is_scripting", "torch.jit.is_tracing",
+    "torch.compiler.is_compiling", "torch.compiler.is_dynamo_compiling",
+    "torch._utils.is_compiling", "torch.are_deterministic_algorithms_enabled",
+    "torch.get_default_dtype", "torch.numel", "torch.typename", "torch.is_storage",
+    "torch.device", "torch.Size", "torch.finfo", "torch.iinfo", "torch.no_grad",
+    "torch.enable_grad", "torch.set_grad_enabled", "torch.inference_mode",
+    "torch.cuda.is_available", "torch.manual_seed", "torch.result_type",
+    "torch.promote_types", "torch.can_cast", "torch.get_default_device",
+    "torch.is_nonzero",  # returns a bool: its call is a host read, checked separately
+})
+HOST_BUILTINS = {"float": "CS204", "int": "CS204", "complex": "CS204", "round": "CS204",
+                 "str": "CS204", "repr": "CS204", "format": "CS204", "print": "CS204",
+                 "bool": "truth"}
+LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
+                         "log"})
+LOGGER_NAMES = frozenset({"logger", "log", "logging", "_logger", "_log", "LOGGER", "LOG"})
+DATA_DEPENDENT_SHAPE = frozenset({"nonzero", "unique", "unique_consecutive", "masked_select",
+                                  "argwhere", "nonzero_static_shape"})
+BOOLEAN_OPS = frozenset({"isnan", "isinf", "isfinite", "isneginf", "isposinf", "isreal",
+                         "logical_and", "logical_or", "logical_not", "logical_xor", "eq",
+                         "ne", "lt", "le", "gt", "ge", "greater", "less", "bool", "signbit",
+                         "isclose"})
+CREATION_SIZE_FUNCTIONS = frozenset({"zeros", "ones", "empty", "rand", "randn", "arange",
+                                     "linspace", "logspace", "eye", "randperm"})
+SIZE_METHODS = frozenset({"view", "reshape", "expand", "repeat", "new_zeros", "new_ones",
+                          "new_empty", "narrow", "unflatten", "tile"})
+# Where PyTorch needs a Python number: {name: (keyword, positional index in the
+# deprecated scalar-first method form, number of positional args that form has)}.
+SCALAR_ARGUMENTS = {
+    "add": ("alpha", 2), "add_": ("alpha", 2), "sub": ("alpha", 2), "sub_": ("alpha", 2),
+    "addcmul": ("value", 3), "addcmul_": ("value", 3),
+    "addcdiv": ("value", 3), "addcdiv_": ("value", 3),
+}
+NON_TENSOR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "bytes", "complex",
+                                    "Optional[int]", "Optional[float]", "Optional[bool]",
+                                    "Optional[str]", "List[int]", "Tuple[int, ...]", "dict",
+                                    "Dict", "list", "tuple", "Callable", "torch.dtype",
+                                    "torch.device", "Size", "torch.Size"})
+
+
+# ---- abstract values ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor. `device` False: a host constant built from Python values in traced code.
+    `why` is the chain back to the source, newest step first."""
+
+    device: bool
+    why: tuple[str, ...]
+    scheduled: bool = False  # a scheduled hyperparameter (the lr) or computed from one
+    boolean: bool = False  # provably of dtype bool (for CS206)
+
+
+@dataclass(frozen=True)
+class Marker:
+    """Structural values of optimizers and modules."""
+
+    kind: str  # param_groups, group, params, state_map, param_state, module, module_list,
+    # optimizer_self, scheduler_self, module_self
+    ref: ClassRef | None = None
+
+
+@dataclass(frozen=True)
+class Sequence:
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Container:
+    """A list or dict whose elements are `element` (e.g. a list of tensors)."""
+
+    element: object
+
+
+@dataclass(frozen=True)
+class Function:
+    targets: tuple  # (FunctionInfo, class ref or None, closure env or None, bound self)
+
+
+@dataclass(frozen=True)
+class Items:
+    owner: object
+    view: str
+
+
+Value = Union[None, Tensor, Marker, Sequence, Container, Function, Items]
+NOTHING: Value = None
+
+
+def _is_device(value: Value) -> bool:
+    return isinstance(value, Tensor) and value.device
+
+
+def join(a: Value, b: Value) -> Value:
+    if a == b:
+        return a
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        if a.device != b.device:
+            return a if a.device else b
+        return replace(a, scheduled=a.scheduled or b.scheduled, boolean=a.boolean and b.boolean)
+    if isinstance(a, Tensor):
+        return a  # a tensor on any path stays a tensor
+    if isinstance(b, Tensor):
+        return b
+    if isinstance(a, Container) and isinstance(b, Container):
+        return Container(join(a.element, b.element))
+    if isinstance(a, Function) and isinstance(b, Function):
+        targets = list(a.targets)
+        known = {(id(t[0]), id(t[2])) for t in targets}
+        targets += [t for t in b.targets if (id(t[0]), id(t[2])) not in known]
+        return Function(tuple(targets))
+    if isinstance(a, Sequence) and isinstance(b, Sequence) and len(a.items) == len(b.items):
+        return Sequence(tuple(join(x, y) for x, y in zip(a.items, b.items)))
+    if a is None:
+        return b if isinstance(b, (Marker, Function)) else None
+    if b is None:
+        return a if isinstance(a, (Marker, Function)) else None
+    return None
+
+
+def join_envs(a: dict, b: dict) -> dict:
+    return {k: join(a.get(k), b.get(k)) for k in a.keys() | b.keys()}
+
+
+def combine(values: Iterable[Value], step: str) -> Value:
+    """A tensor computed from `values` (arithmetic, torch ops): device if any input is."""
+    tensors = []
+    for value in values:
+        if isinstance(value, (Container, Sequence)):
+            value = element_of(value)  # torch.cat([...]), torch.stack(tensors)
+        if isinstance(value, Tensor):
+            tensors.append(value)
+    if not tensors:
+        return None
+    device = [t for t in tensors if t.device]
+    base = device[0] if device else tensors[0]
+    return Tensor(bool(device), (step, *base.why)[:4],
+                  scheduled=any(t.scheduled for t in tensors))
+
+
+def element_of(value: Value) -> Value:
+    if isinstance(value, Tensor):
+        return replace(value, why=("an element of it", *value.why)[:4], boolean=value.boolean)
+    if isinstance(value, Container):
+        return value.element
+    if isinstance(value, Sequence):
+        result = None
+        for item in value.items:
+            result = join(result, item)
+        return result
+    if isinstance(value, Marker):
+        return {"param_groups": Marker("group"), "params": Tensor(True, ("a parameter",)),
+                "module_list": Marker("module")}.get(value.kind)
+    return None
+
+
+def _source(node: ast.AST, limit: int = 50) -> str:
+    try:
+        text = ast.unparse(node)
+    except Exception:  # unparse can fail on odd trees
+        return "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---- results ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TracedEvent:
+    code: str
+    function: FunctionInfo
+    node: ast.AST
+    message: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A traced entry point: the function, the class it runs for, the argument values."""
+
+    function: FunctionInfo
+    ref: ClassRef | None
+    bindings: tuple
+    description: str
+    closure: dict | None = None
+
+
+class TensorValueAnalysis:
+    """All CS2xx events of a project, computed once per run."""
+
+    def __init__(self, project: ProjectIndex):
+        self.project = project
+        config = project.config
+        self.tensor_keys = frozenset(config.tensor_hyperparameters)
+        self.trace_decorators = TRACE_DECORATORS | set(config.traced_decorators)
+        self.traced_functions = set(config.traced_functions)
+        self.errors: list[tuple[ModuleIndex, str]] = []
+        self._summaries: dict[tuple, Value] = {}
+        self._in_progress: set[tuple] = set()
+        self._events: dict[tuple, TracedEvent] = {}
+        self._depth = 0
+
+    @cached_property
+    def events(self) -> list[TracedEvent]:
+        for entry in self.entries():
+            try:
+                self.summary(entry.function, entry.ref, entry.bindings, entry.closure)
+            except RecursionError:
+                self.errors.append((entry.function.module, "too deeply nested to analyse"))
+            except Exception as error:  # a bug of ours must not stop the other files
+                self.errors.append((entry.function.module, internal_error(entry.description,
+                                                                          error)))
+        return list(self._events.values())
+
+    def report(self, code: str, function: FunctionInfo, node: ast.AST, message: str) -> None:
+        key = (id(function.module), node.lineno, node.col_offset, code)
+        if key not in self._events:
+            self._events[key] = TracedEvent(code, function, node, message)
+
+    # ---- entry points -------------------------------------------------------------------
+
+    def entries(self) -> list[Entry]:
+        project = self.project
+        result: list[Entry] = []
+        for ref in project.project_classes:
+            if project.is_machinery(ref):
+                continue
+            try:
+                kinds = project.kinds(ref)
+            except RecursionError:
+                self.errors.append((ref.info.module, "too deeply nested to analyse"))
+                continue
+            if kinds.optimizer:
+                self._method_entry(result, ref, "step", Marker("optimizer_self", ref))
+            if kinds.cstorch_scheduler:
+                for name in CLOSED_FORMS:
+                    self._method_entry(result, ref, name, Marker("scheduler_self", ref))
+            if kinds.nn_module:
+                self._method_entry(result, ref, "forward", Marker("module_self", ref),
+                                   inputs_are_tensors=True)
+        for module in project.primary_modules:
+            candidates = [(f, None) for f in module.functions.values()]
+            candidates += list(module.nested_functions)
+            for info in module.classes.values():
+                candidates += [(f, None) for f in info.methods.values()]
+            for function, enclosing in candidates:
+                if self._is_trace_entry(function):
+                    closure = self._enclosing_facts(module, enclosing)
+                    bindings = self._input_bindings(function, skip_first=False,
+                                                    source="an argument of a traced function")
+                    result.append(Entry(function, None, bindings, f"{function.name}()", closure))
+        return result
+
+    def _method_entry(self, result: list[Entry], ref: ClassRef, name: str, self_value: Marker,
+                      inputs_are_tensors: bool = False) -> None:
+        found = self.project.find_method(ref, name)
+        if found is None or found.function is None or found.abstract:
+            return
+        if self.project.is_machinery(found.owner) or self._is_host_function(found.function):
+            return
+        function = found.function
+        if inputs_are_tensors:
+            bindings = self._input_bindings(function, skip_first=True, source="a forward input")
+            bindings = (self_value, *bindings[1:])
+        else:
+            bindings = (self_value,)
+        result.append(Entry(function, ref, bindings, f"{ref.short_name}.{name}()"))
+
+    def _decorators(self, function: FunctionInfo) -> set[str]:
+        names = set()
+        for written in function.decorators:
+            names.add(written)
+            qualified = self.project.qualified_name(function.module, written) if written else None
+            if qualified:
+                names.add(qualified)
+        return names
+
+    def _is_trace_entry(self, function: FunctionInfo) -> bool:
+        if function.qualname in self.traced_functions:
+            return True
+        return bool(self._decorators(function) & self.trace_decorators)
+
+    def _is_host_function(self, function: FunctionInfo) -> bool:
+        return bool(self._decorators(function) & HOST_DECORATORS)
+
+    def _input_bindings(self, function: FunctionInfo, skip_first: bool, source: str) -> tuple:
+        """Arguments are tensors unless annotated as non-tensor types or given a
+        non-tensor default (`output_attentions=False`, `dim=-1`); `mask=None` may be one."""
+        args = function.node.args
+        positional = [*args.posonlyargs, *args.args]
+        defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        values = []
+        for i, (arg, default) in enumerate(zip(positional, defaults)):
+            if skip_first and i == 0:
+                values.append(None)
+                continue
+            values.append(self._input_value(arg, default, source))
+        return tuple(values)
+
+    def _input_value(self, arg: ast.arg, default: ast.expr | None, source: str) -> Value:
+        if arg.annotation is not None:
+            annotation = _source(arg.annotation, 80).replace("typing.", "")
+            if annotation in NON_TENSOR_ANNOTATIONS or annotation.startswith(("Optional[int",
+                                                                             "Literal")):
+                return None
+        if default is not None and not (isinstance(default, ast.Constant)
+                                        and default.value is None):
+            return None
+        return Tensor(True, (f"`{arg.arg}` is {source}",))
+
+    def _enclosing_facts(self, module: ModuleIndex, enclosing: ast.AST | None) -> dict:
+        """Names of the enclosing scopes that hold modules (`model = cstorch.compile(...)`,
+        `loss_fn = nn.CrossEntropyLoss()`), for traced functions nested in them."""
+        facts: dict[str, Value] = {}
+        scopes = [module.tree] + ([enclosing] if enclosing is not None else [])
+        for scope in scopes:
+            for statement in _flat_statements(getattr(scope, "body", [])):
+                if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call):
+                    value = self._constructed(module, statement.value)
+                    for target in statement.targets:
+                        if isinstance(target, ast.Name) and value is not None:
+                            facts[target.id] = value
+        return facts
+
+    def _constructed(self, module: ModuleIndex, call: ast.Call) -> Value:
+        """What calling a class or factory gives, when it is a module."""
+        dotted = dotted_name(call.func)
+        if dotted is None:
+            return None
+        qualified = self.project.qualified_name(module, dotted)
+        if qualified in COMPILE:
+            return Marker("module")
+        if qualified and qualified.startswith("torch.nn.") and \
+                qualified.rsplit(".", 1)[-1][:1].isupper():
+            name = qualified.rsplit(".", 1)[-1]
+            if name in ("Parameter", "Buffer"):
+                return Tensor(True, (f"`{_source(call)}` is a module parameter",))
+            if name in ("ModuleList", "Sequential", "ModuleDict"):
+                return Marker("module_list") if name != "Sequential" else Marker("module")
+            return Marker("module")
+        found = self.project.resolve_in_module(module, dotted)
+        if isinstance(found, ClassInfo):
+            ref = self.project.ref_for_info(found)
+            if self.project.kinds(ref).nn_module:
+                return Marker("module", ref)
+        return None
+
+    # ---- summaries ----------------------------------------------------------------------
+
+    def summary(self, function: FunctionInfo, ref: ClassRef | None, bindings: tuple,
+                closure: dict | None = None) -> Value:
+        """Analyse `function` under these argument values; its return value."""
+        if self._is_host_function(function):
+            return None  # step closures run on the host with real values
+        key = (id(function), id(ref), tuple(_signature(b) for b in bindings),
+               id(closure) if closure else None)
+        if key in self._summaries:
+            return self._summaries[key]
+        if key in self._in_progress or self._depth >= MAX_CALL_DEPTH:
+            return None  # recursion: assume nothing
+        self._in_progress.add(key)
+        self._depth += 1
+        try:
+            walker = _Walker(self, function, ref, bindings, closure)
+            walker.run()
+            result = walker.returned
+        finally:
+            self._depth -= 1
+            self._in_progress.discard(key)
+        self._summaries[key] = result
+        return result
+
+    @cached_property
+    def _class_attributes(self) -> dict[int, dict[str, Value]]:
+        return {}
+
+    def attributes_of(self, ref: ClassRef) -> dict[str, Value]:
+        """`self.X` values set up in the methods of a class and its project bases:
+        parameters, buffers, submodules, stored functions."""
+        cache = self._class_attributes
+        if id(ref) in cache:
+            return cache[id(ref)]
+        cache[id(ref)] = {}
+        values: dict[str, Value] = {}
+        for entry in reversed(self.project.mro(ref)):
+            if entry.info is None:
+                continue
+            module = entry.info.module
+            for method in entry.info.methods.values():
+                for node in ast.walk(method.node):
+                    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                        target = node.targets[0]
+                        if isinstance(target, ast.Attribute) and \
+                                isinstance(target.value, ast.Name) and target.value.id == "self":
+                            value = self._attribute_value(module, entry, node.value)
+                            if value is not None:
+                                values[target.attr] = value
+                    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                            and node.func.attr in ("register_buffer", "register_parameter") \
+                            and node.args and isinstance(node.args[0], ast.Constant) \
+                            and isinstance(node.args[0].value, str):
+                        kind = "buffer" if node.func.attr == "register_buffer" else "parameter"
+                        values[node.args[0].value] = Tensor(
+                            True, (f"`self.{node.args[0].value}` is a module {kind}",))
+        cache[id(ref)] = values
+        return values
+
+    def python_state_keys(self, ref: ClassRef | None) -> frozenset[str]:
+        """State keys the optimizer stores Python numbers under (torch's LBFGS keeps
+        `state["n_iter"] = 0`): reading them gives no tensor."""
+        if ref is None:
+            return frozenset()
+        cache = self._python_keys
+        if id(ref) not in cache:
+            keys: set[str] = set()
+            for entry in self.project.mro(ref):
+                if entry.info is None:
+                    continue
+                for method in entry.info.methods.values():
+                    keys |= _python_valued_keys(method.node)
+            cache[id(ref)] = frozenset(keys)
+        return cache[id(ref)]
+
+    @cached_property
+    def _python_keys(self) -> dict[int, frozenset[str]]:
+        return {}
+
+    def _attribute_value(self, module: ModuleIndex, owner: ClassRef, node: ast.expr) -> Value:
+        structural = _self_structure(node)
+        if structural is not None:
+            return structural
+        if isinstance(node, ast.Call):
+            value = self._constructed(module, node)
+            if isinstance(value, Tensor):
+                return value
+            return value
+        dotted = dotted_name(node)
+        if dotted is None:
+            return None
+        if dotted.startswith("self."):
+            found = self.project.find_method(owner, dotted[5:])
+            if found is not None and found.function is not None:
+                return Function(((found.function, None, None, True),))
+            return None
+        target = self.project.resolve_in_module(module, dotted)
+        if isinstance(target, FunctionInfo):
+            return Function(((target, None, None, False),))
+        return None
+
+
+def _is_python_number(node: ast.expr, numbers: set[str]) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return node.func.id in ("float", "int", "len", "round")
+    if isinstance(node, ast.Name):
+        return node.id in numbers
+    if isinstance(node, ast.UnaryOp):
+        return _is_python_number(node.operand, numbers)
+    return False
+
+
+def _python_valued_keys(function: ast.AST) -> set[str]:
+    """Literal state keys written with Python numbers in one function (a syntactic scan:
+    constants, float()/int() results and names bound only to such values)."""
+    numbers: set[str] = set()
+    not_numbers: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    (numbers if _is_python_number(node.value, set())
+                     else not_numbers).add(target.id)
+    numbers -= not_numbers
+    keys: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) \
+                        and isinstance(target.slice.value, str) \
+                        and _is_python_number(node.value, numbers):
+                    keys.add(target.slice.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "setdefault" and len(node.args) == 2 \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str) \
+                and _is_python_number(node.args[1], numbers):
+            keys.add(node.args[0].value)
+    return keys
+
+
+def is_torch_library(qualified: str | None) -> bool:
+    """torch's ops and utilities, as opposed to Python code of torch.optim that a
+    project (torch's own source included) may define and we analyse."""
+    return qualified is not None and (qualified == "torch" or (
+        qualified.startswith("torch.") and not qualified.startswith("torch.optim.")))
+
+
+def internal_error(where: str, error: Exception) -> str:
+    return (f"internal error while analysing {where} ({type(error).__name__}: {error}); "
+            "other files were checked; please report this")
+
+
+def _self_structure(node: ast.expr) -> Value:
+    """`self.param_groups[0]["params"]` and the like, stored in `__init__`."""
+    steps: list[ast.expr] = []
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        steps.append(node)
+        node = node.value
+    if not (isinstance(node, ast.Name) and node.id == "self") or not steps:
+        return None
+    steps.reverse()
+    if not (isinstance(steps[0], ast.Attribute) and steps[0].attr == "param_groups"):
+        return None
+    value: Value = Marker("param_groups")
+    for step in steps[1:]:
+        if isinstance(step, ast.Subscript) and isinstance(value, Marker):
+            key = step.slice.value if isinstance(step.slice, ast.Constant) else None
+            if value.kind == "param_groups":
+                value = Marker("group")
+            elif value.kind == "group" and key == "params":
+                value = Marker("params")
+            else:
+                return None
+        else:
+            return None
+    return value
+
+
+def _flat_statements(body: list[ast.stmt]) -> Iterable[ast.stmt]:
+    for statement in body:
+        yield statement
+        if isinstance(statement, (ast.If, ast.With, ast.Try, ast.For, ast.While)):
+            for name in ("body", "orelse", "finalbody"):
+                yield from _flat_statements(getattr(statement, name, []) or [])
+
+
+def _signature(value: Value) -> object:
+    if isinstance(value, Tensor):
+        return ("T", value.device, value.scheduled, value.boolean)
+    if isinstance(value, Marker):
+        return ("M", value.kind, id(value.ref))
+    if isinstance(value, Sequence):
+        return ("S", tuple(_signature(v) for v in value.items))
+    if isinstance(value, Container):
+        return ("C", _signature(value.element))
+    if isinstance(value, Function):
+        return ("F", tuple(id(t[0]) for t in value.targets))
+    return None
+
+
+class _Walker:
+    """One function under one set of argument values."""
+
+    def __init__(self, analysis: TensorValueAnalysis, function: FunctionInfo,
+                 ref: ClassRef | None, bindings: tuple, closure: dict | None):
+        self.analysis = analysis
+        self.project = analysis.project
+        self.function = function
+        self.module = function.module
+        self.ref = ref
+        self.env: dict[str, Value] = dict(closure or {})
+        names = function.parameter_names()
+        for name, value in zip(names, bindings):
+            self.env[name] = value
+        # Keyword-only parameters follow the positional ones in `bindings`.
+        kwonly = [a.arg for a in function.node.args.kwonlyargs]
+        for name, value in zip(kwonly, (*bindings[len(names):], *([None] * len(kwonly)))):
+            self.env[name] = value
+        self.truth_code = "CS203"
+        self.returned: Value = None
+        self.in_closed_form = isinstance(bindings[0] if bindings else None, Marker) and \
+            bindings[0].kind == "scheduler_self"
+
+    def run(self) -> None:
+        self.block(self.function.node.body)
+
+    def report(self, code: str, node: ast.AST, message: str) -> None:
+        self.analysis.report(code, self.function, node, message)
+
+    # ---- statements ----------------------------------------------------------------
+
+    def block(self, statements: list[ast.stmt]) -> None:
+        for statement in statements:
+            self.statement(statement)
+
+    def statement(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.Assign):
+            value = self.eval(node.value)
+            for target in node.targets:
+                self.assign(target, value, node.value)
+        elif isinstance(node, ast.AnnAssign):
+            if node.value is not None:
+                self.assign(node.target, self.eval(node.value), node.value)
+        elif isinstance(node, ast.AugAssign):
+            value = self.eval(node.value)
+            current = self.eval(node.target)
+            combined = combine([current, value], f"{_source(node.target)} {_op(node.op)}= "
+                                                 f"{_source(node.value)}")
+            if isinstance(node.target, ast.Name):
+                self.env[node.target.id] = join(current, combined) if combined else current
+        elif isinstance(node, ast.If):
+            self.test(node.test, "CS201")
+            before = dict(self.env)
+            self.block(node.body)
+            after_body = self.env
+            self.env = before
+            self.block(node.orelse)
+            self.env = join_envs(after_body, self.env)
+        elif isinstance(node, ast.While):
+            self.test(node.test, "CS202")
+            before = dict(self.env)
+            self.block(node.body)
+            self.env = join_envs(before, self.env)
+            self.test(node.test, "CS202")  # again, with what the body bound
+            self.block(node.orelse)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            iterable = self.loop_iterable(node.iter)
+            self.assign(node.target, element_of(iterable) if not isinstance(iterable, Items)
+                        else self.items_element(iterable), node.iter)
+            before = dict(self.env)
+            self.block(node.body)
+            self.env = join_envs(before, self.env)
+            self.block(node.orelse)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                value = self.eval(item.context_expr)
+                if item.optional_vars is not None:
+                    self.assign(item.optional_vars, value, item.context_expr)
+            self.block(node.body)
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            self.block(node.body)
+            for handler in node.handlers:
+                self.block(handler.body)
+            self.block(node.orelse)
+            self.block(node.finalbody)
+        elif isinstance(node, ast.Return):
+            if node.value is not None:
+                self.returned = join(self.returned, self.eval(node.value))
+        elif isinstance(node, ast.Expr):
+            self.eval(node.value)
+        elif isinstance(node, ast.Assert):
+            self.test(node.test, "CS203")
+            if node.msg is not None:
+                self.eval(node.msg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            info = FunctionInfo(node.name, f"{self.function.qualname}.<locals>.{node.name}", node,
+                                self.module, None, tuple(_decorator(d) for d in
+                                                         node.decorator_list), False, "function")
+            self.env[node.name] = Function(((info, self.ref, dict(self.env), False),))
+        elif isinstance(node, ast.ClassDef):
+            return
+        elif isinstance(node, ast.Raise):
+            if node.exc is not None:
+                self.eval(node.exc)
+        elif type(node).__name__ == "Match":
+            self.eval(node.subject)
+            for case in node.cases:
+                self.block(case.body)
+        else:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.expr):
+                    self.eval(child)
+
+    def loop_iterable(self, node: ast.expr) -> Value:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "range":
+            for arg in node.args:
+                value = self.eval(arg)
+                if _is_device(value):
+                    self.report("CS202", arg, self.message_loop_bound(arg, value))
+            return None
+        return self.eval(node)
+
+    def items_element(self, items: Items) -> Value:
+        owner = items.owner
+        if isinstance(owner, Marker) and owner.kind == "state_map":
+            element = Marker("param_state")
+            return {"items": Sequence((Tensor(True, ("a parameter",)), element)),
+                    "values": element, "keys": Tensor(True, ("a parameter",))}[items.view]
+        if isinstance(owner, Marker) and owner.kind == "param_state":
+            tensor = Tensor(True, ("optimizer state",))
+            return {"items": Sequence((None, tensor)), "values": tensor, "keys": None}[items.view]
+        element = owner.element if isinstance(owner, Container) else None
+        return {"items": Sequence((None, element)), "values": element,
+                "keys": None}[items.view]
+
+    def assign(self, target: ast.expr, value: Value, value_node: ast.expr) -> None:
+        if isinstance(target, ast.Name):
+            if isinstance(value, Tensor):
+                step = f"{target.id} = {_source(value_node)}"
+                if not value.why or value.why[0] != step:
+                    value = replace(value, why=(step, *value.why)[:4])
+            self.env[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            starred = next((i for i, e in enumerate(target.elts)
+                            if isinstance(e, ast.Starred)), None)
+            for i, element in enumerate(target.elts):
+                if isinstance(element, ast.Starred):
+                    item = Container(element_of(value)) if value is not None else None
+                    self.assign(element.value, item, value_node)
+                    continue
+                if isinstance(value, Sequence) and starred is None and i < len(value.items):
+                    item = value.items[i]
+                elif isinstance(value, Sequence) and starred is not None:
+                    index = i if i < starred else i - len(target.elts)
+                    item = value.items[index] if -len(value.items) <= index < len(value.items) \
+                        else None
+                else:
+                    item = element_of(value)
+                self.assign(element, item, value_node)
+        elif isinstance(target, ast.Subscript):
+            container = self.eval(target.value)
+            self.eval(target.slice)
+            if isinstance(target.value, ast.Name) and isinstance(container, (Container,
+                                                                             type(None))):
+                if isinstance(value, Tensor) and isinstance(container, Container):
+                    self.env[target.value.id] = Container(join(container.element, value))
+        elif isinstance(target, ast.Attribute):
+            self.eval(target.value)
+        elif isinstance(target, ast.Starred):
+            self.assign(target.value, value, value_node)
+
+    # ---- truth tests -------------------------------------------------------------------
+
+    def test(self, node: ast.expr, code: str) -> None:
+        saved = self.truth_code
+        self.truth_code = code
+        try:
+            self.truth(node)
+        finally:
+            self.truth_code = saved
+
+    def truth(self, node: ast.expr) -> Value:
+        """`node` used as a condition: every operand of and/or/not is tested."""
+        if isinstance(node, ast.BoolOp):
+            result = None
+            for operand in node.values:
+                result = join(result, self.truth(operand))
+            return result
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            self.truth(node.operand)
+            return None
+        value = self.eval(node)
+        if _is_device(value):
+            self.report(self.truth_code, node, self.message_truth(node, value))
+        return value
+
+    # ---- expressions ----------------------------------------------------------------------
+
+    def eval(self, node: ast.expr | None) -> Value:
+        if node is None:
+            return None
+        method = getattr(self, "eval_" + type(node).__name__, None)
+        if method is not None:
+            return method(node)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self.eval(child)
+        return None
+
+    def eval_Name(self, node: ast.Name) -> Value:
+        if node.id in self.env:
+            return self.env[node.id]
+        target = self.project.resolve_in_module(self.module, node.id)
+        if isinstance(target, FunctionInfo):
+            return Function(((target, None, None, False),))
+        return None
+
+    def eval_Constant(self, node: ast.Constant) -> Value:
+        return None
+
+    def eval_Attribute(self, node: ast.Attribute) -> Value:
+        base = self.eval(node.value)
+        attr = node.attr
+        if isinstance(base, Tensor):
+            if attr in METADATA_ATTRIBUTES:
+                return None
+            return replace(base, why=(f"{_source(node)}", *base.why)[:4],
+                           boolean=base.boolean and attr in ("data", "T", "mT"))
+        if isinstance(base, Marker):
+            return self.marker_attribute(base, attr, node)
+        if isinstance(base, Container) and attr in ("data",):
+            return base
+        return None
+
+    def marker_attribute(self, base: Marker, attr: str, node: ast.Attribute) -> Value:
+        kind = base.kind
+        if kind == "optimizer_self":
+            if attr == "param_groups":
+                return Marker("param_groups")
+            if attr == "state":
+                return Marker("state_map")
+        if kind == "scheduler_self":
+            if attr == "last_epoch" and self.in_closed_form:
+                return Tensor(True, ("`self.last_epoch` is the step tensor in a closed form",))
+            if attr == "optimizer":
+                return Marker("optimizer_self")
+        if kind in ("optimizer_self", "scheduler_self", "module_self") and base.ref is not None:
+            value = self.analysis.attributes_of(base.ref).get(attr)
+            if value is not None:
+                return value
+            if kind == "module_self" and attr == "training":
+                return None
+        return None
+
+    def eval_Subscript(self, node: ast.Subscript) -> Value:
+        base = self.eval(node.value)
+        index_node = node.slice
+        if isinstance(index_node, ast.Slice):
+            for bound in (index_node.lower, index_node.upper, index_node.step):
+                value = self.eval(bound)
+                if _is_device(value):
+                    self.report_scalar(bound, value, "a slice bound")
+            index = None
+        else:
+            index = self.eval(index_node)
+        if isinstance(base, Marker):
+            key = index_node.value if isinstance(index_node, ast.Constant) else None
+            if base.kind == "group":
+                if key == "params":
+                    return Marker("params")
+                if key in self.analysis.tensor_keys:
+                    return Tensor(True, (f'`{_source(node)}` is a scheduled hyperparameter '
+                                         f'(a tensor on the system)',), scheduled=True)
+                return None
+            if base.kind == "param_groups":
+                return Marker("group")
+            if base.kind == "params":
+                return Tensor(True, ("a parameter",))
+            if base.kind == "state_map":
+                return Marker("param_state")
+            if base.kind == "param_state":
+                if key in self.analysis.python_state_keys(self.ref):
+                    return None
+                return Tensor(True, (f"`{_source(node)}` is optimizer state",))
+            if base.kind == "module_list":
+                return Marker("module")
+            return None
+        if isinstance(base, Tensor):
+            if _is_device(index) and index.boolean and base.device:
+                self.report("CS206", node, self.message_mask(node, index_node))
+            elif isinstance(index, Tensor) and index.boolean and base.device:
+                self.report("CS206", node, self.message_mask(node, index_node))
+            return Tensor(base.device or _is_device(index),
+                          (f"{_source(node)}", *base.why)[:4], scheduled=base.scheduled)
+        if isinstance(base, Sequence):
+            if isinstance(index_node, ast.Constant) and isinstance(index_node.value, int) \
+                    and -len(base.items) <= index_node.value < len(base.items):
+                return base.items[index_node.value]
+            if _is_device(index):
+                self.report("CS204", index_node, self.message_list_index(node, index))
+            return element_of(base)
+        if isinstance(base, Container):
+            if _is_device(index) and not isinstance(node.value, ast.Dict):
+                pass  # dict lookups hash the tensor object, they do not read its value
+            return base.element
+        return None
+
+    def eval_Call(self, node: ast.Call) -> Value:
+        return _CallEvaluator(self, node).evaluate()
+
+    def eval_BinOp(self, node: ast.BinOp) -> Value:
+        left, right = self.eval(node.left), self.eval(node.right)
+        if isinstance(node.op, ast.Mod) and isinstance(node.left, (ast.Constant, ast.JoinedStr)) \
+                and isinstance(getattr(node.left, "value", None), str):
+            for value, operand in self._format_operands(node.right, right):
+                if _is_device(value):
+                    self.report("CS204", operand, self.message_format(operand, value))
+            return None
+        if isinstance(left, Sequence) or isinstance(right, Sequence):
+            return None
+        result = combine([left, right], _source(node))
+        if result is not None and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+            both_bool = all(isinstance(v, Tensor) and v.boolean for v in (left, right)
+                            if isinstance(v, Tensor))
+            result = replace(result, boolean=both_bool)
+        return result
+
+    def _format_operands(self, node: ast.expr, value: Value):
+        if isinstance(node, ast.Tuple):
+            return [(self.eval(e), e) for e in node.elts]
+        return [(value, node)]
+
+    def eval_UnaryOp(self, node: ast.UnaryOp) -> Value:
+        if isinstance(node.op, ast.Not):
+            self.truth(node.operand)
+            return None
+        value = self.eval(node.operand)
+        if isinstance(value, Tensor):
+            return replace(value, why=(_source(node), *value.why)[:4],
+                           boolean=value.boolean and isinstance(node.op, ast.Invert))
+        return None
+
+    def eval_BoolOp(self, node: ast.BoolOp) -> Value:
+        result = None
+        for operand in node.values[:-1]:
+            result = join(result, self.truth(operand))
+        return join(result, self.eval(node.values[-1]))
+
+    def eval_Compare(self, node: ast.Compare) -> Value:
+        values = [self.eval(node.left)] + [self.eval(c) for c in node.comparators]
+        if all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
+            return None
+        result = combine(values, _source(node))
+        return replace(result, boolean=True) if result is not None else None
+
+    def eval_IfExp(self, node: ast.IfExp) -> Value:
+        self.truth(node.test)
+        return join(self.eval(node.body), self.eval(node.orelse))
+
+    def eval_Tuple(self, node: ast.Tuple) -> Value:
+        return Sequence(tuple(self.eval(e) for e in node.elts))
+
+    def eval_List(self, node: ast.List) -> Value:
+        values = [self.eval(e) for e in node.elts]
+        element = None
+        for value in values:
+            element = join(element, value)
+        return Container(element)
+
+    def eval_Set(self, node: ast.Set) -> Value:
+        for element in node.elts:
+            self.eval(element)
+        return None
+
+    def eval_Dict(self, node: ast.Dict) -> Value:
+        element = None
+        for key, value in zip(node.keys, node.values):
+            self.eval(key)
+            element = join(element, self.eval(value))
+        return Container(element)
+
+    def eval_Starred(self, node: ast.Starred) -> Value:
+        return self.eval(node.value)
+
+    def eval_NamedExpr(self, node: ast.NamedExpr) -> Value:
+        value = self.eval(node.value)
+        self.assign(node.target, value, node.value)
+        return value
+
+    def eval_Lambda(self, node: ast.Lambda) -> Value:
+        return None
+
+    def eval_JoinedStr(self, node: ast.JoinedStr) -> Value:
+        for part in node.values:
+            if isinstance(part, ast.FormattedValue):
+                value = self.eval(part.value)
+                if _is_device(value):
+                    self.report("CS204", part.value, self.message_format(part.value, value))
+                if part.format_spec is not None:
+                    self.eval(part.format_spec)
+        return None
+
+    def _comprehension(self, node, elements: list[ast.expr]) -> Value:
+        saved = dict(self.env)
+        for generator in node.generators:
+            iterable = self.eval(generator.iter)
+            item = self.items_element(iterable) if isinstance(iterable, Items) \
+                else element_of(iterable)
+            self.assign(generator.target, item, generator.iter)
+            for condition in generator.ifs:
+                self.truth(condition)
+        values = [self.eval(e) for e in elements]
+        self.env = saved
+        return Container(values[-1]) if values else None
+
+    def eval_ListComp(self, node: ast.ListComp) -> Value:
+        return self._comprehension(node, [node.elt])
+
+    eval_SetComp = eval_ListComp
+    eval_GeneratorExp = eval_ListComp
+
+    def eval_DictComp(self, node: ast.DictComp) -> Value:
+        return self._comprehension(node, [node.key, node.value])
+
+    # ---- reporting helpers ----------------------------------------------------------------
+
+    def report_scalar(self, node: ast.AST, value: Tensor, position: str) -> None:
+        if value.scheduled:
+            self.report("CS205", node, self.message_scheduled(node, value, position))
+        else:
+            self.report("CS204", node, self.message_scalar(node, value, position))
+
+    @staticmethod
+    def why(node: ast.AST, value: Tensor) -> str:
+        chain = " <- ".join(value.why[:3])
+        return f"`{_source(node)}` is a device tensor ({chain})"
+
+    def message_truth(self, node: ast.AST, value: Tensor) -> str:
+        where = {"CS201": "an `if` condition", "CS202": "a `while` condition",
+                 "CS203": "a truth test"}[self.truth_code]
+        return (f"{where} depends on a tensor value: {self.why(node, value)}; the graph is "
+                "traced once, so compute both branches with torch.where / torch.clamp / "
+                "torch.minimum instead")
+
+    def message_loop_bound(self, node: ast.AST, value: Tensor) -> str:
+        return (f"the loop bound depends on a tensor value: {self.why(node, value)}; use a "
+                "fixed number of iterations (a hyperparameter) and mask with torch.where")
+
+    def message_host(self, node: ast.AST, value: Tensor, what: str) -> str:
+        return (f"{what} reads a tensor value on the host: {self.why(node, value)}; keep it a "
+                "tensor (torch ops), or log it from a @cstorch.step_closure function")
+
+    def message_format(self, node: ast.AST, value: Tensor) -> str:
+        return self.message_host(node, value, "formatting")
+
+    def message_list_index(self, node: ast.AST, value: Tensor) -> str:
+        return self.message_host(node.slice, value, "indexing a Python sequence")
+
+    def message_scalar(self, node: ast.AST, value: Tensor, position: str) -> str:
+        return (f"{position} needs a Python number but gets a tensor: {self.why(node, value)}; "
+                "fold it into tensor arithmetic instead (e.g. p.add_(-scale * g))")
+
+    def message_scheduled(self, node: ast.AST, value: Tensor, position: str) -> str:
+        return (f"{position} needs a Python number but `{_source(node)}` comes from a "
+                "scheduled hyperparameter, which is a tensor on the system "
+                f"({' <- '.join(value.why[:3])}); multiply instead: "
+                "p.add_(-lr * grad), p.addcdiv_(-lr * m, denom)")
+
+    def message_mask(self, node: ast.AST, index: ast.AST) -> str:
+        return (f"`{_source(node)}` selects with a boolean mask `{_source(index)}`: the result's "
+                "shape depends on tensor values, which a static graph cannot hold; use "
+                "torch.where(mask, x, 0) or multiply by the mask")
+
+
+def _decorator(node: ast.expr) -> str:
+    if isinstance(node, ast.Call):
+        node = node.func
+    return dotted_name(node) or ""
+
+
+def _op(op: ast.operator) -> str:
+    return {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
+            ast.FloorDiv: "//", ast.Mod: "%", ast.MatMult: "@"}.get(type(op), "?")
+
+
+class _CallEvaluator:
+    """One call in traced code: host reads, scalar arguments, data-dependent shapes,
+    then the value it gives (following project functions with their arguments)."""
+
+    def __init__(self, walker: _Walker, node: ast.Call):
+        self.walker = walker
+        self.node = node
+        self.func = node.func
+
+    def evaluate(self) -> Value:
+        walker, node = self.walker, self.node
+        receiver = None
+        computed_callee = None
+        if isinstance(self.func, ast.Attribute):
+            receiver = walker.eval(self.func.value)
+        elif not isinstance(self.func, ast.Name):
+            computed_callee = walker.eval(self.func)  # `make()(x)`, `fns[i](x)`
+        self.args = [walker.eval(a) for a in node.args]
+        self.keywords = {k.arg: walker.eval(k.value) for k in node.keywords}
+        self.receiver = receiver
+        if isinstance(self.func, ast.Attribute):
+            result = self.method_call(receiver, self.func.attr)
+            if result is not _UNHANDLED:
+                return result
+        dotted = dotted_name(self.func)
+        qualified = walker.project.qualified_name(walker.module, dotted) if dotted else None
+        if isinstance(self.func, ast.Name) and self.func.id in HOST_BUILTINS and \
+                self.func.id not in walker.env and qualified is None:
+            return self.builtin(self.func.id)
+        if isinstance(self.func, ast.Name) and self.func.id in ("min", "max", "sum", "abs",
+                                                                 "len", "isinstance", "range",
+                                                                 "zip", "enumerate", "list",
+                                                                 "tuple", "reversed", "sorted",
+                                                                 "iter", "next", "dict"):
+            return self.builtin(self.func.id)
+        project_function = dotted is not None and not is_torch_library(qualified) and \
+            isinstance(walker.project.resolve_in_module(walker.module, dotted), FunctionInfo)
+        if qualified is not None and not project_function:
+            if qualified == "torch" or qualified.startswith("torch."):
+                return self.torch_function(qualified)
+            if qualified.startswith(("math.", "numpy.", "np.")):
+                return self.host_library(qualified)
+            if qualified.startswith("logging.") and qualified.rsplit(".", 1)[-1] in LOG_METHODS:
+                return self.logged()
+            if qualified in COMPILE:
+                return Marker("module")
+            if qualified.startswith("cerebras.pytorch.") and qualified.rsplit(".", 1)[-1] in (
+                    "zeros_like", "ones_like", "full_like", "zeros", "ones", "full"):
+                return combine(self.args, _source(node)) or Tensor(
+                    False, (f"`{_source(node)}` is built from Python values",))
+        if isinstance(self.func, ast.Name):
+            callee = walker.eval(self.func)
+        elif isinstance(self.func, ast.Attribute):
+            callee = self.attribute_callee()
+        else:
+            callee = computed_callee
+        return self.call_value(callee)
+
+    # -- methods ---------------------------------------------------------------------------
+
+    def method_call(self, receiver: Value, name: str):
+        walker, node = self.walker, self.node
+        if isinstance(receiver, Tensor):
+            if name in MATERIALIZING_METHODS and receiver.device:
+                code = MATERIALIZING_METHODS[name]
+                if code == "CS203":
+                    walker.report(walker.truth_code, node, walker.message_truth(node, receiver))
+                else:
+                    walker.report(code, node, walker.message_host(self.func.value, receiver,
+                                                                  f"`.{name}()`"))
+                return None
+            if name in METADATA_METHODS or name in MATERIALIZING_METHODS:
+                return None
+            if name in ("equal", "allclose") and (receiver.device or any(
+                    _is_device(a) for a in self.args)):
+                walker.report("CS204", node, walker.message_host(node, receiver, f"`.{name}()`"))
+                return None
+            self.check_scalar_arguments(name, method=True)
+            if name in DATA_DEPENDENT_SHAPE and receiver.device:
+                walker.report("CS206", node, self.message_shape(name))
+            if name in SIZE_METHODS:
+                self.check_sizes(self.args, f"the size of `.{name}()`")
+            result = combine([receiver, *self.args, *self.keywords.values()], _source(node))
+            if result is not None and name in ("to", "cuda") and not result.device and (
+                    self.args or "device" in self.keywords):
+                result = replace(result, device=True, why=(f"moved to a device by "
+                                                           f"`{_source(node)}`", *result.why)[:4])
+            if result is not None:
+                result = replace(result, boolean=(name in BOOLEAN_OPS or (
+                    name == "to" and "torch.bool" in _source(node))) or (
+                    receiver.boolean and name in ("clone", "detach", "to", "contiguous")))
+            return result
+        if receiver is None and name in SCALAR_ARGUMENTS:
+            # `x.add_(g, alpha=lr)` needs a number whatever `x` turns out to be.
+            self.check_scalar_arguments(name, method=True, keywords_only=True)
+        if isinstance(receiver, Marker):
+            return self.marker_method(receiver, name)
+        if isinstance(receiver, (Container, Sequence)) and name in ("items", "values", "keys"):
+            return Items(receiver if isinstance(receiver, Container) else
+                         Container(element_of(receiver)), name)
+        if isinstance(receiver, Container) and name in ("append", "extend", "insert"):
+            if isinstance(self.func.value, ast.Name):
+                added = self.args[-1] if self.args else None
+                if name == "extend":
+                    added = element_of(added)
+                walker.env[self.func.value.id] = Container(join(receiver.element, added))
+            return None
+        if isinstance(receiver, Container) and name in ("get", "pop"):
+            return receiver.element
+        if name in LOG_METHODS and self.is_logger(self.func.value):
+            return self.logged()
+        if name == "format" and isinstance(self.func.value, ast.Constant):
+            return self.logged()
+        return _UNHANDLED
+
+    def marker_method(self, receiver: Marker, name: str) -> Value:
+        walker = self.walker
+        kind = receiver.kind
+        if kind in ("state_map", "param_state") and name in ("items", "values", "keys"):
+            return Items(receiver, name)
+        if kind == "param_state" and name in ("get", "setdefault"):
+            return Tensor(True, (f"`{_source(self.node)}` is optimizer state",))
+        if kind == "state_map" and name == "get":
+            return Marker("param_state")
+        if kind == "group" and name == "get" and self.node.args:
+            key = self.node.args[0]
+            if isinstance(key, ast.Constant) and key.value in walker.analysis.tensor_keys:
+                return Tensor(True, (f"`{_source(self.node)}` is a scheduled hyperparameter",),
+                              scheduled=True)
+            if isinstance(key, ast.Constant) and key.value == "params":
+                return Marker("params")
+            return None
+        if kind == "module" or kind == "module_self" and name == "__call__":
+            return self.module_call()
+        if kind in ("optimizer_self", "scheduler_self", "module_self"):
+            if name == "increment_global_step" or self.returns_tensor(receiver, name):
+                return Tensor(True, (f"`{_source(self.node)}` returns the global step tensor",))
+            return _UNHANDLED
+        return None
+
+    def returns_tensor(self, receiver: Marker, name: str) -> bool:
+        if receiver.ref is None:
+            return False
+        found = self.walker.project.find_method(receiver.ref, name)
+        return bool(found and found.owner.official and name in found.owner.official.returns_tensor)
+
+    def attribute_callee(self) -> Value:
+        """The function `obj.name(...)` calls: a method along the MRO, a stored function,
+        or a function of an imported module."""
+        walker = self.walker
+        receiver = self.receiver
+        name = self.func.attr
+        if isinstance(receiver, Marker) and receiver.ref is not None and receiver.kind in (
+                "optimizer_self", "scheduler_self", "module_self"):
+            found = walker.project.find_method(receiver.ref, name)
+            if found is not None and found.function is not None and \
+                    not walker.project.is_machinery(found.owner):
+                return Function(((found.function, receiver.ref, None, True),))
+            stored = walker.analysis.attributes_of(receiver.ref).get(name)
+            if isinstance(stored, (Function, Marker)):
+                return stored
+            return None
+        if isinstance(self.func.value, ast.Call) and isinstance(self.func.value.func, ast.Name) \
+                and self.func.value.func.id == "super" and walker.ref is not None \
+                and walker.function.class_name is not None:
+            owner = next((e for e in walker.project.mro(walker.ref) if e.info is not None
+                          and e.info.qualname == walker.function.class_name), None)
+            found = walker.project.find_method(walker.ref, name, after=owner) if owner else None
+            if found is not None and found.function is not None and \
+                    not walker.project.is_machinery(found.owner):
+                return Function(((found.function, walker.ref, None, True),))
+            return None
+        if isinstance(receiver, (Function, Marker)):
+            return None
+        dotted = dotted_name(self.func)
+        if dotted:
+            target = walker.project.resolve_in_module(walker.module, dotted)
+            if isinstance(target, FunctionInfo):
+                return Function(((target, None, None, False),))
+            head, _, method = dotted.rpartition(".")
+            owner = walker.project.resolve_in_module(walker.module, head) if head else None
+            if isinstance(owner, ClassInfo):
+                found = walker.project.find_method(walker.project.ref_for_info(owner), method)
+                if found is not None and found.function is not None:
+                    return Function(((found.function, None, None, False),))
+        return None
+
+    def call_value(self, callee: Value) -> Value:
+        walker = self.walker
+        if isinstance(callee, Marker) and callee.kind in ("module", "module_self"):
+            return self.module_call()
+        if not isinstance(callee, Function):
+            return None
+        result = None
+        for function, ref, closure, bound in callee.targets:
+            bindings = self.bindings(function, bound, ref)
+            result = join(result, walker.analysis.summary(function, ref or walker.ref, bindings,
+                                                           closure))
+        return result
+
+    def bindings(self, function: FunctionInfo, bound: bool, ref: ClassRef | None) -> tuple:
+        """Argument values by parameter: positional ones, then keyword-only ones."""
+        names = function.parameter_names()
+        values: list[Value] = [None] * len(names)
+        offset = 0
+        if function.kind == "staticmethod":
+            bound = False
+        if bound or function.kind == "classmethod":
+            if names:
+                values[0] = self.self_value(ref)
+            offset = 1
+        for i, value in enumerate(self.args):
+            if isinstance(self.node.args[i], ast.Starred):
+                break
+            if offset + i < len(values):
+                values[offset + i] = value
+        for name, value in self.keywords.items():
+            if name in names:
+                values[names.index(name)] = value
+        kwonly = [a.arg for a in function.node.args.kwonlyargs]
+        return (*values, *(self.keywords.get(name) for name in kwonly))
+
+    def self_value(self, ref: ClassRef | None) -> Value:
+        walker = self.walker
+        receiver = self.receiver
+        if isinstance(receiver, Marker) and receiver.kind.endswith("_self"):
+            return receiver
+        current = walker.env.get(walker.function.parameter_names()[0]) \
+            if walker.function.parameter_names() else None
+        return current if isinstance(current, Marker) else None
+
+    def module_call(self) -> Value:
+        return Tensor(True, (f"`{_source(self.node)}` is a module's output",))
+
+    # -- builtins and libraries ----------------------------------------------------------------
+
+    def builtin(self, name: str) -> Value:
+        walker, node = self.walker, self.node
+        if name in ("len", "isinstance"):
+            return None
+        if name == "bool":
+            for arg, value in zip(node.args, self.args):
+                if _is_device(value):
+                    walker.report(walker.truth_code, node, walker.message_truth(arg, value))
+            return None
+        if name in ("min", "max"):
+            tensors = [v for v in self.args if isinstance(v, Tensor)]
+            if len(self.args) == 1:
+                tensors = [element_of(self.args[0])] if isinstance(
+                    element_of(self.args[0]), Tensor) else tensors
+            device = [t for t in tensors if t.device]
+            if device:
+                walker.report(walker.truth_code, node, walker.message_truth(node, device[0]))
+            return combine(tensors, _source(node))
+        if name in ("sum", "abs"):
+            values = self.args if name == "abs" else [element_of(a) for a in self.args[:1]]
+            return combine(values, _source(node))
+        if name == "range":
+            for arg, value in zip(node.args, self.args):
+                if _is_device(value):
+                    walker.report("CS204", arg, walker.message_host(arg, value, "`range()`"))
+            return None
+        if name in ("zip",):
+            return Container(Sequence(tuple(element_of(a) for a in self.args)))
+        if name == "enumerate":
+            return Container(Sequence((None, element_of(self.args[0]) if self.args else None)))
+        if name in ("list", "tuple", "reversed", "sorted", "iter"):
+            if self.args and isinstance(self.args[0], Marker):
+                return self.args[0]
+            return Container(element_of(self.args[0])) if self.args else Container(None)
+        if name == "next":
+            return element_of(self.args[0]) if self.args else None
+        if name == "dict":
+            return Container(None)
+        code = HOST_BUILTINS.get(name)
+        if code:
+            for arg, value in zip(node.args, self.args):
+                if _is_device(value):
+                    walker.report(code, arg, walker.message_host(arg, value, f"`{name}()`"))
+            for keyword in node.keywords:
+                value = self.keywords.get(keyword.arg)
+                if _is_device(value):
+                    walker.report(code, keyword.value,
+                                  walker.message_host(keyword.value, value, f"`{name}()`"))
+        return None
+
+    def host_library(self, qualified: str) -> Value:
+        walker = self.walker
+        for arg, value in zip(self.node.args, self.args):
+            if _is_device(value):
+                walker.report("CS204", arg, walker.message_host(arg, value, f"`{qualified}()`"))
+        return None
+
+    def is_logger(self, node: ast.expr) -> bool:
+        dotted = dotted_name(node)
+        if dotted is None:
+            return isinstance(node, ast.Call) and (dotted_name(node.func) or "").endswith(
+                "getLogger")
+        return dotted.rsplit(".", 1)[-1] in LOGGER_NAMES
+
+    def logged(self) -> Value:
+        walker = self.walker
+        for arg, value in [*zip(self.node.args, self.args),
+                           *((k.value, self.keywords.get(k.arg)) for k in self.node.keywords)]:
+            if _is_device(value):
+                walker.report("CS204", arg, walker.message_host(arg, value, "logging"))
+        return None
+
+    def torch_function(self, qualified: str) -> Value:
+        walker, node = self.walker, self.node
+        name = qualified.rsplit(".", 1)[-1]
+        if qualified in NON_TENSOR_TORCH:
+            if qualified == "torch.is_nonzero":
+                for arg, value in zip(node.args, self.args):
+                    if _is_device(value):
+                        walker.report(walker.truth_code, node, walker.message_truth(arg, value))
+            return None
+        if qualified in ("torch.equal", "torch.allclose"):
+            device = [v for v in self.args if _is_device(v)]
+            if device:
+                walker.report("CS204", node, walker.message_host(node, device[0],
+                                                                 f"`{qualified}()`"))
+            return None
+        self.check_scalar_arguments(name, method=False)
+        if name in ("full", "full_like"):
+            fill = self.keywords.get("fill_value", self.args[1] if len(self.args) > 1 else None)
+            fill_node = next((k.value for k in node.keywords if k.arg == "fill_value"),
+                             node.args[1] if len(node.args) > 1 else None)
+            if _is_device(fill):
+                walker.report_scalar(fill_node, fill, f"the fill value of `{qualified}()`")
+        if name == "tensor" and self.args and isinstance(self.args[0], Tensor) \
+                and self.args[0].device:
+            walker.report_scalar(node.args[0], self.args[0], "`torch.tensor()`")
+        if name in CREATION_SIZE_FUNCTIONS:
+            self.check_sizes(self.args, f"the size of `{qualified}()`")
+        if name in DATA_DEPENDENT_SHAPE and any(_is_device(a) for a in self.args[:1]):
+            walker.report("CS206", node, self.message_shape(name))
+        if name == "where" and len(node.args) == 1 and not node.keywords and \
+                _is_device(self.args[0]):
+            walker.report("CS206", node, self.message_shape("where(condition)"))
+        device_given = "device" in self.keywords and node.keywords and not (
+            isinstance(next(k.value for k in node.keywords if k.arg == "device"), ast.Constant))
+        inputs = [*self.args, *self.keywords.values()]
+        if isinstance(self.receiver, Tensor):
+            inputs.append(self.receiver)
+        result = combine(inputs, _source(node))
+        if result is None:
+            if name.startswith("_foreach") or name in ("no_grad", "enable_grad"):
+                return None
+            result = Tensor(False, (f"`{_source(node)}` is built from Python values",))
+        if device_given and not result.device:
+            result = replace(result, device=True,
+                             why=(f"`{_source(node)}` is created on a device",))
+        boolean = name in BOOLEAN_OPS or "torch.bool" in _source(node) or (
+            name in ("where", "clone") and False)
+        return replace(result, boolean=boolean)
+
+    def check_scalar_arguments(self, name: str, method: bool, keywords_only: bool = False
+                               ) -> None:
+        walker, node = self.walker, self.node
+        if name not in SCALAR_ARGUMENTS:
+            return
+        keyword, scalar_first_arity = SCALAR_ARGUMENTS[name]
+        for k in node.keywords:
+            if k.arg == keyword:
+                value = self.keywords.get(keyword)
+                if _is_device(value):
+                    walker.report_scalar(k.value, value, f"`{keyword}=` of `.{name}()`"
+                                         if method else f"`{keyword}=` of `torch.{name}()`")
+        if method and not keywords_only and len(node.args) == scalar_first_arity \
+                and not node.keywords:
+            value = self.args[0]
+            if _is_device(value):
+                walker.report_scalar(node.args[0], value,
+                                     f"the scalar first argument of `.{name}()` (deprecated form)")
+
+    def check_sizes(self, values: list[Value], position: str) -> None:
+        for arg, value in zip(self.node.args, values):
+            if _is_device(value):
+                self.walker.report_scalar(arg, value, position)
+            elif isinstance(value, Sequence):
+                for item_node, item in zip(getattr(arg, "elts", []), value.items):
+                    if _is_device(item):
+                        self.walker.report_scalar(item_node, item, position)
+
+    def message_shape(self, name: str) -> str:
+        return (f"`{_source(self.node)}` ({name}) gives a result whose shape depends on tensor "
+                "values, which a static graph cannot hold; use torch.where(cond, a, b) or "
+                "multiply by a mask")
+
+
+_UNHANDLED = object()
