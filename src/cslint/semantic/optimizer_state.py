@@ -261,10 +261,12 @@ class OptimizerStateAnalysis:
         run(restore)
         step = self._entry(ref, "step", Role.STEP)
         run([step] if step else [])
-        # Every other method is an entry of its own unless one already reached it.
+        # Every other method is an entry of its own unless one already reached it; one
+        # that never names `state` can only matter through what it calls.
         for name in self._method_names(ref):
             entry = self._entry(ref, name, Role.OTHER)
-            if entry is not None and id(entry.function) not in reached:
+            if entry is not None and id(entry.function) not in reached \
+                    and _mentions_state(entry.function):
                 run([entry])
         self.created_keys[id(ref)] = (frozenset(context.created_keys), context.open_keys)
         return events
@@ -326,6 +328,14 @@ class OptimizerStateAnalysis:
                                        and not positional[0].value):
                     return True
         return False
+
+
+def _mentions_state(function: FunctionInfo) -> bool:
+    """Whether a method touches `.state` or another attribute of self (a cheap prefilter)."""
+    return any(
+        isinstance(node, ast.Attribute) and (node.attr == "state" or (
+            isinstance(node.value, ast.Name) and node.value.id == "self"))
+        for node in ast.walk(function.node))
 
 
 def _is_super_call(node: ast.expr) -> bool:
@@ -434,9 +444,11 @@ class _FunctionWalker:
             self.env = saved
         elif isinstance(node, ast.ClassDef):
             return
-        elif isinstance(node, (ast.Return, ast.Expr)):
+        elif isinstance(node, ast.Return):
             if node.value is not None:
-                self.eval(node.value)
+                self.escape_derived(self.eval(node.value))
+        elif isinstance(node, ast.Expr):
+            self.eval(node.value)
         elif type(node).__name__ == "Match":
             self.eval(node.subject)
             for case in node.cases:
@@ -478,8 +490,9 @@ class _FunctionWalker:
             self.eval(target)
 
     def aug_assign(self, node: ast.AugAssign) -> None:
-        self.eval(node.value)
         target = node.target
+        if not (isinstance(target, ast.Name) and isinstance(node.op, ast.BitOr)):
+            self.eval(node.value)
         if isinstance(target, ast.Subscript):
             container = self.eval(target.value)
             key = self.eval(target.slice)
@@ -490,6 +503,8 @@ class _FunctionWalker:
             current = self.env.get(target.id)
             if isinstance(current, StateTensor):  # tensor `+=` is in place
                 self.updated.add((id(current.owner), current.key))
+            elif isinstance(current, ParamState) and isinstance(node.op, ast.BitOr):
+                self.update_with(current, node, [self.eval(node.value)], {})
 
     def bind_loop_target(self, target: ast.expr, iterable: Value) -> None:
         if isinstance(iterable, Items):
@@ -671,7 +686,9 @@ class _FunctionWalker:
                 if method == "get" and node.args:
                     return self.param_state_for(node.args[0])
                 if method == "setdefault" and node.args:
-                    self.new_state_entry(node, args[1] if len(args) > 1 else None, node)
+                    # Entries exist for every parameter preinitialize gave state to.
+                    if not self.context.created_keys and not self.context.open_keys:
+                        self.new_state_entry(node, args[1] if len(args) > 1 else None, node)
                     return self.param_state_for(node.args[0])
                 return None
             if isinstance(receiver, (StateTensor, Derived)):
@@ -691,6 +708,9 @@ class _FunctionWalker:
                 self.escape(args, keywords)
                 return None
 
+        if isinstance(func, ast.Name) and func.id in ("list", "tuple", "sorted") and \
+                len(args) == 1 and isinstance(args[0], Items):
+            return args[0]  # `list(state.items())` iterates the same entries
         qualified = self.qualified(func)
         if qualified is not None and (qualified == "torch" or qualified.startswith("torch.")):
             if qualified in EAGER_CREATION_OPS:
@@ -732,6 +752,14 @@ class _FunctionWalker:
             entries.append((Strings(frozenset([name])) if name else None, value, node))
         for key, value, _ in entries:
             self.state_write(owner, key, node, value, None, node, "update")
+
+    def escape_derived(self, value: Value) -> None:
+        """A new value returned to the caller may be stored there: not lost here."""
+        if isinstance(value, Derived):
+            self.updated.add((id(value.source.owner), value.source.key))
+        elif isinstance(value, Sequence_):
+            for item in value.items:
+                self.escape_derived(item)
 
     def escape(self, args: list[Value], keywords: dict) -> None:
         """A state tensor handed to other code may be updated in place there."""

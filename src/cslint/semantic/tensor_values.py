@@ -413,59 +413,65 @@ class TensorValueAnalysis:
         return result
 
     @cached_property
-    def _class_attributes(self) -> dict[int, dict[str, Value]]:
+    def _class_facts(self) -> dict[int, tuple[dict[str, Value], frozenset[str]]]:
         return {}
 
-    def attributes_of(self, ref: ClassRef) -> dict[str, Value]:
-        """`self.X` values set up in the methods of a class and its project bases:
-        parameters, buffers, submodules, stored functions."""
-        cache = self._class_attributes
-        if id(ref) in cache:
-            return cache[id(ref)]
-        cache[id(ref)] = {}
+    def _facts_of_class(self, info: ClassInfo, owner: ClassRef
+                        ) -> tuple[dict[str, Value], frozenset[str]]:
+        """One walk over a class's own methods: the `self.X` it sets up (parameters,
+        buffers, submodules, stored functions) and the state keys it stores Python
+        numbers under (torch's LBFGS keeps `state["n_iter"] = 0`)."""
+        cached = self._class_facts.get(id(info))
+        if cached is not None:
+            return cached
         values: dict[str, Value] = {}
-        for entry in reversed(self.project.mro(ref)):
-            if entry.info is None:
-                continue
-            module = entry.info.module
-            for method in entry.info.methods.values():
-                for node in ast.walk(method.node):
-                    if isinstance(node, ast.Assign) and len(node.targets) == 1:
-                        target = node.targets[0]
-                        if isinstance(target, ast.Attribute) and \
-                                isinstance(target.value, ast.Name) and target.value.id == "self":
-                            value = self._attribute_value(module, entry, node.value)
-                            if value is not None:
-                                values[target.attr] = value
-                    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                            and node.func.attr in ("register_buffer", "register_parameter") \
-                            and node.args and isinstance(node.args[0], ast.Constant) \
-                            and isinstance(node.args[0].value, str):
-                        kind = "buffer" if node.func.attr == "register_buffer" else "parameter"
-                        values[node.args[0].value] = Tensor(
-                            True, (f"`self.{node.args[0].value}` is a module {kind}",))
-        cache[id(ref)] = values
-        return values
-
-    def python_state_keys(self, ref: ClassRef | None) -> frozenset[str]:
-        """State keys the optimizer stores Python numbers under (torch's LBFGS keeps
-        `state["n_iter"] = 0`): reading them gives no tensor."""
-        if ref is None:
-            return frozenset()
-        cache = self._python_keys
-        if id(ref) not in cache:
-            keys: set[str] = set()
-            for entry in self.project.mro(ref):
-                if entry.info is None:
-                    continue
-                for method in entry.info.methods.values():
-                    keys |= _python_valued_keys(method.node)
-            cache[id(ref)] = frozenset(keys)
-        return cache[id(ref)]
+        python_keys: set[str] = set()
+        module = info.module
+        for method in info.methods.values():
+            nodes = list(ast.walk(method.node))
+            python_keys |= _python_valued_keys(nodes)
+            for node in nodes:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                    target = node.targets[0]
+                    if isinstance(target, ast.Attribute) and \
+                            isinstance(target.value, ast.Name) and target.value.id == "self":
+                        value = self._attribute_value(module, owner, node.value)
+                        if value is not None:
+                            values[target.attr] = value
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                        and node.func.attr in ("register_buffer", "register_parameter") \
+                        and node.args and isinstance(node.args[0], ast.Constant) \
+                        and isinstance(node.args[0].value, str):
+                    kind = "buffer" if node.func.attr == "register_buffer" else "parameter"
+                    values[node.args[0].value] = Tensor(
+                        True, (f"`self.{node.args[0].value}` is a module {kind}",))
+        facts = (values, frozenset(python_keys))
+        self._class_facts[id(info)] = facts
+        return facts
 
     @cached_property
-    def _python_keys(self) -> dict[int, frozenset[str]]:
+    def _merged_facts(self) -> dict[int, tuple[dict[str, Value], frozenset[str]]]:
         return {}
+
+    def _merged(self, ref: ClassRef):
+        cached = self._merged_facts.get(id(ref))
+        if cached is None:
+            values: dict[str, Value] = {}
+            keys: set[str] = set()
+            for entry in reversed(self.project.mro(ref)):
+                if entry.info is not None:
+                    own_values, own_keys = self._facts_of_class(entry.info, ref)
+                    values.update(own_values)
+                    keys |= own_keys
+            cached = (values, frozenset(keys))
+            self._merged_facts[id(ref)] = cached
+        return cached
+
+    def attributes_of(self, ref: ClassRef) -> dict[str, Value]:
+        return self._merged(ref)[0]
+
+    def python_state_keys(self, ref: ClassRef | None) -> frozenset[str]:
+        return self._merged(ref)[1] if ref is not None else frozenset()
 
     def _attribute_value(self, module: ModuleIndex, owner: ClassRef, node: ast.expr) -> Value:
         structural = _self_structure(node)
@@ -502,12 +508,13 @@ def _is_python_number(node: ast.expr, numbers: set[str]) -> bool:
     return False
 
 
-def _python_valued_keys(function: ast.AST) -> set[str]:
-    """Literal state keys written with Python numbers in one function (a syntactic scan:
-    constants, float()/int() results and names bound only to such values)."""
+def _python_valued_keys(nodes: list[ast.AST]) -> set[str]:
+    """Literal state keys written with Python numbers in one function, given all its
+    nodes (a syntactic scan: constants, float()/int() results and names bound only to
+    such values)."""
     numbers: set[str] = set()
     not_numbers: set[str] = set()
-    for node in ast.walk(function):
+    for node in nodes:
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -515,7 +522,7 @@ def _python_valued_keys(function: ast.AST) -> set[str]:
                      else not_numbers).add(target.id)
     numbers -= not_numbers
     keys: set[str] = set()
-    for node in ast.walk(function):
+    for node in nodes:
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) \
