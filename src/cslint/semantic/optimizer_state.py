@@ -180,6 +180,8 @@ class OptimizerStateAnalysis:
         self.errors: list[tuple[ModuleIndex, str]] = []
         # Per context class (by id of its ref): the state keys its preinitialize creates.
         self.created_keys: dict[int, tuple[frozenset[str], bool]] = {}
+        self._mentions: dict[int, bool] = {}
+        self._global_step: dict[int, bool] = {}
 
     @cached_property
     def events(self) -> list[StateEvent]:
@@ -266,10 +268,20 @@ class OptimizerStateAnalysis:
         for name in self._method_names(ref):
             entry = self._entry(ref, name, Role.OTHER)
             if entry is not None and id(entry.function) not in reached \
-                    and _mentions_state(entry.function):
+                    and self._mentions_state(entry.function):
                 run([entry])
         self.created_keys[id(ref)] = (frozenset(context.created_keys), context.open_keys)
         return events
+
+    def _mentions_state(self, function: FunctionInfo) -> bool:
+        """Whether a method touches `.state` or another attribute of self (a prefilter)."""
+        key = id(function)
+        if key not in self._mentions:
+            self._mentions[key] = any(
+                isinstance(node, ast.Attribute) and (node.attr == "state" or (
+                    isinstance(node.value, ast.Name) and node.value.id == "self"))
+                for node in ast.walk(function.node))
+        return self._mentions[key]
 
     def _method_names(self, ref: ClassRef) -> list[str]:
         names: list[str] = []
@@ -313,29 +325,29 @@ class OptimizerStateAnalysis:
             init = entry.info.methods.get("__init__") if entry.info else None
             if init is None or self.project.is_machinery(entry):
                 continue
-            for node in ast.walk(init.node):
-                if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
-                    continue
-                if node.func.attr != "__init__":
-                    continue
-                for keyword in node.keywords:
-                    if keyword.arg == "enable_global_step":
-                        value = keyword.value
-                        if not (isinstance(value, ast.Constant) and not value.value):
-                            return True
-                positional = node.args[2:] if _is_super_call(node.func.value) else node.args[3:]
-                if positional and not (isinstance(positional[0], ast.Constant)
-                                       and not positional[0].value):
-                    return True
+            if id(init) not in self._global_step:
+                self._global_step[id(init)] = _init_enables_global_step(init)
+            if self._global_step[id(init)]:
+                return True
         return False
 
 
-def _mentions_state(function: FunctionInfo) -> bool:
-    """Whether a method touches `.state` or another attribute of self (a cheap prefilter)."""
-    return any(
-        isinstance(node, ast.Attribute) and (node.attr == "state" or (
-            isinstance(node.value, ast.Name) and node.value.id == "self"))
-        for node in ast.walk(function.node))
+def _init_enables_global_step(init: FunctionInfo) -> bool:
+    """Whether an `__init__` passes a true `enable_global_step` to a base `__init__`."""
+    for node in ast.walk(init.node):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) \
+                or node.func.attr != "__init__":
+            continue
+        for keyword in node.keywords:
+            if keyword.arg == "enable_global_step":
+                value = keyword.value
+                if not (isinstance(value, ast.Constant) and not value.value):
+                    return True
+        positional = node.args[2:] if _is_super_call(node.func.value) else node.args[3:]
+        if positional and not (isinstance(positional[0], ast.Constant)
+                               and not positional[0].value):
+            return True
+    return False
 
 
 def _is_super_call(node: ast.expr) -> bool:

@@ -166,7 +166,7 @@ def join_envs(a: dict, b: dict) -> dict:
     return {k: join(a.get(k), b.get(k)) for k in a.keys() | b.keys()}
 
 
-def combine(values: Iterable[Value], step: str) -> Value:
+def combine(values: Iterable[Value], step) -> Value:
     """A tensor computed from `values` (arithmetic, torch ops): device if any input is."""
     tensors = []
     for value in values:
@@ -178,6 +178,7 @@ def combine(values: Iterable[Value], step: str) -> Value:
         return None
     device = [t for t in tensors if t.device]
     base = device[0] if device else tensors[0]
+    step = _src(step) if isinstance(step, ast.AST) else step
     return Tensor(bool(device), (step, *base.why)[:4],
                   scheduled=any(t.scheduled for t in tensors))
 
@@ -196,6 +197,25 @@ def element_of(value: Value) -> Value:
         return {"param_groups": Marker("group"), "params": Tensor(True, ("a parameter",)),
                 "module_list": Marker("module")}.get(value.kind)
     return None
+
+
+class _Text:
+    """A step of a value's chain, rendered only when a finding is reported (unparsing
+    every expression eagerly would cost more than the analysis)."""
+
+    __slots__ = ("template", "parts")
+
+    def __init__(self, template: str, *parts):
+        self.template = template
+        self.parts = parts
+
+    def __str__(self) -> str:
+        return self.template.format(*(p if isinstance(p, str) else _source(p)
+                                      for p in self.parts))
+
+
+def _src(node: ast.AST) -> _Text:
+    return _Text("{}", node)
 
 
 def _source(node: ast.AST, limit: int = 50) -> str:
@@ -643,8 +663,8 @@ class _Walker:
         elif isinstance(node, ast.AugAssign):
             value = self.eval(node.value)
             current = self.eval(node.target)
-            combined = combine([current, value], f"{_source(node.target)} {_op(node.op)}= "
-                                                 f"{_source(node.value)}")
+            combined = combine([current, value], _Text("{} " + _op(node.op) + "= {}",
+                                                       node.target, node.value))
             if isinstance(node.target, ast.Name):
                 self.env[node.target.id] = join(current, combined) if combined else current
         elif isinstance(node, ast.If):
@@ -736,9 +756,8 @@ class _Walker:
     def assign(self, target: ast.expr, value: Value, value_node: ast.expr) -> None:
         if isinstance(target, ast.Name):
             if isinstance(value, Tensor):
-                step = f"{target.id} = {_source(value_node)}"
-                if not value.why or value.why[0] != step:
-                    value = replace(value, why=(step, *value.why)[:4])
+                value = replace(value, why=(_Text("{} = {}", target.id, value_node),
+                                            *value.why)[:4])
             self.env[target.id] = value
         elif isinstance(target, (ast.Tuple, ast.List)):
             starred = next((i for i, e in enumerate(target.elts)
@@ -756,7 +775,10 @@ class _Walker:
                         else None
                 else:
                     item = element_of(value)
-                self.assign(element, item, value_node)
+                # `a, b = x, y`: the chain names `y`, not the whole tuple.
+                element_node = value_node.elts[i] if isinstance(value_node, ast.Tuple) and \
+                    starred is None and len(value_node.elts) == len(target.elts) else value_node
+                self.assign(element, item, element_node)
         elif isinstance(target, ast.Subscript):
             container = self.eval(target.value)
             self.eval(target.slice)
@@ -824,7 +846,7 @@ class _Walker:
         if isinstance(base, Tensor):
             if attr in METADATA_ATTRIBUTES:
                 return None
-            return replace(base, why=(f"{_source(node)}", *base.why)[:4],
+            return replace(base, why=(_src(node), *base.why)[:4],
                            boolean=base.boolean and attr in ("data", "T", "mT"))
         if isinstance(base, Marker):
             return self.marker_attribute(base, attr, node)
@@ -869,8 +891,8 @@ class _Walker:
                 if key == "params":
                     return Marker("params")
                 if key in self.analysis.tensor_keys:
-                    return Tensor(True, (f'`{_source(node)}` is a scheduled hyperparameter '
-                                         f'(a tensor on the system)',), scheduled=True)
+                    return Tensor(True, (_Text("`{}` is a scheduled hyperparameter (a tensor "
+                                               "on the system)", node),), scheduled=True)
                 return None
             if base.kind == "param_groups":
                 return Marker("group")
@@ -881,7 +903,7 @@ class _Walker:
             if base.kind == "param_state":
                 if key in self.analysis.python_state_keys(self.ref):
                     return None
-                return Tensor(True, (f"`{_source(node)}` is optimizer state",))
+                return Tensor(True, (_Text("`{}` is optimizer state", node),))
             if base.kind == "module_list":
                 return Marker("module")
             return None
@@ -891,7 +913,7 @@ class _Walker:
             elif isinstance(index, Tensor) and index.boolean and base.device:
                 self.report("CS206", node, self.message_mask(node, index_node))
             return Tensor(base.device or _is_device(index),
-                          (f"{_source(node)}", *base.why)[:4], scheduled=base.scheduled)
+                          (_src(node), *base.why)[:4], scheduled=base.scheduled)
         if isinstance(base, Sequence):
             if isinstance(index_node, ast.Constant) and isinstance(index_node.value, int) \
                     and -len(base.items) <= index_node.value < len(base.items):
@@ -918,7 +940,7 @@ class _Walker:
             return None
         if isinstance(left, Sequence) or isinstance(right, Sequence):
             return None
-        result = combine([left, right], _source(node))
+        result = combine([left, right], node)
         if result is not None and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
             both_bool = all(isinstance(v, Tensor) and v.boolean for v in (left, right)
                             if isinstance(v, Tensor))
@@ -936,7 +958,7 @@ class _Walker:
             return None
         value = self.eval(node.operand)
         if isinstance(value, Tensor):
-            return replace(value, why=(_source(node), *value.why)[:4],
+            return replace(value, why=(_src(node), *value.why)[:4],
                            boolean=value.boolean and isinstance(node.op, ast.Invert))
         return None
 
@@ -950,7 +972,7 @@ class _Walker:
         values = [self.eval(node.left)] + [self.eval(c) for c in node.comparators]
         if all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
             return None
-        result = combine(values, _source(node))
+        result = combine(values, node)
         return replace(result, boolean=True) if result is not None else None
 
     def eval_IfExp(self, node: ast.IfExp) -> Value:
@@ -1032,7 +1054,7 @@ class _Walker:
 
     @staticmethod
     def why(node: ast.AST, value: Tensor) -> str:
-        chain = " <- ".join(value.why[:3])
+        chain = " <- ".join(map(str, value.why[:3]))
         return f"`{_source(node)}` is a device tensor ({chain})"
 
     def message_truth(self, node: ast.AST, value: Tensor) -> str:
@@ -1063,13 +1085,19 @@ class _Walker:
     def message_scheduled(self, node: ast.AST, value: Tensor, position: str) -> str:
         return (f"{position} needs a Python number but `{_source(node)}` comes from a "
                 "scheduled hyperparameter, which is a tensor on the system "
-                f"({' <- '.join(value.why[:3])}); multiply instead: "
+                f"({' <- '.join(map(str, value.why[:3]))}); multiply instead: "
                 "p.add_(-lr * grad), p.addcdiv_(-lr * m, denom)")
 
     def message_mask(self, node: ast.AST, index: ast.AST) -> str:
         return (f"`{_source(node)}` selects with a boolean mask `{_source(index)}`: the result's "
                 "shape depends on tensor values, which a static graph cannot hold; use "
                 "torch.where(mask, x, 0) or multiply by the mask")
+
+
+def _names_bool_dtype(call: ast.Call) -> bool:
+    """`dtype=torch.bool` or `.to(torch.bool)`."""
+    return any(dotted_name(v) == "torch.bool"
+               for v in (*call.args, *(k.value for k in call.keywords)))
 
 
 def _decorator(node: ast.expr) -> str:
@@ -1131,8 +1159,8 @@ class _CallEvaluator:
                 return Marker("module")
             if qualified.startswith("cerebras.pytorch.") and qualified.rsplit(".", 1)[-1] in (
                     "zeros_like", "ones_like", "full_like", "zeros", "ones", "full"):
-                return combine(self.args, _source(node)) or Tensor(
-                    False, (f"`{_source(node)}` is built from Python values",))
+                return combine(self.args, node) or Tensor(
+                    False, (_Text("`{}` is built from Python values", node),))
         if isinstance(self.func, ast.Name):
             callee = walker.eval(self.func)
         elif isinstance(self.func, ast.Attribute):
@@ -1165,14 +1193,14 @@ class _CallEvaluator:
                 walker.report("CS206", node, self.message_shape(name))
             if name in SIZE_METHODS:
                 self.check_sizes(self.args, f"the size of `.{name}()`")
-            result = combine([receiver, *self.args, *self.keywords.values()], _source(node))
+            result = combine([receiver, *self.args, *self.keywords.values()], node)
             if result is not None and name in ("to", "cuda") and not result.device and (
                     self.args or "device" in self.keywords):
-                result = replace(result, device=True, why=(f"moved to a device by "
-                                                           f"`{_source(node)}`", *result.why)[:4])
+                result = replace(result, device=True,
+                                 why=(_Text("moved to a device by `{}`", node), *result.why)[:4])
             if result is not None:
                 result = replace(result, boolean=(name in BOOLEAN_OPS or (
-                    name == "to" and "torch.bool" in _source(node))) or (
+                    name == "to" and _names_bool_dtype(node))) or (
                     receiver.boolean and name in ("clone", "detach", "to", "contiguous")))
             return result
         if receiver is None and name in SCALAR_ARGUMENTS:
@@ -1204,13 +1232,13 @@ class _CallEvaluator:
         if kind in ("state_map", "param_state") and name in ("items", "values", "keys"):
             return Items(receiver, name)
         if kind == "param_state" and name in ("get", "setdefault"):
-            return Tensor(True, (f"`{_source(self.node)}` is optimizer state",))
+            return Tensor(True, (_Text("`{}` is optimizer state", self.node),))
         if kind == "state_map" and name == "get":
             return Marker("param_state")
         if kind == "group" and name == "get" and self.node.args:
             key = self.node.args[0]
             if isinstance(key, ast.Constant) and key.value in walker.analysis.tensor_keys:
-                return Tensor(True, (f"`{_source(self.node)}` is a scheduled hyperparameter",),
+                return Tensor(True, (_Text("`{}` is a scheduled hyperparameter", self.node),),
                               scheduled=True)
             if isinstance(key, ast.Constant) and key.value == "params":
                 return Marker("params")
@@ -1219,7 +1247,7 @@ class _CallEvaluator:
             return self.module_call()
         if kind in ("optimizer_self", "scheduler_self", "module_self"):
             if name == "increment_global_step" or self.returns_tensor(receiver, name):
-                return Tensor(True, (f"`{_source(self.node)}` returns the global step tensor",))
+                return Tensor(True, (_Text("`{}` returns the global step tensor", self.node),))
             return _UNHANDLED
         return None
 
@@ -1315,7 +1343,7 @@ class _CallEvaluator:
         return current if isinstance(current, Marker) else None
 
     def module_call(self) -> Value:
-        return Tensor(True, (f"`{_source(self.node)}` is a module's output",))
+        return Tensor(True, (_Text("`{}` is a module's output", self.node),))
 
     # -- builtins and libraries ----------------------------------------------------------------
 
@@ -1336,10 +1364,10 @@ class _CallEvaluator:
             device = [t for t in tensors if t.device]
             if device:
                 walker.report(walker.truth_code, node, walker.message_truth(node, device[0]))
-            return combine(tensors, _source(node))
+            return combine(tensors, node)
         if name in ("sum", "abs"):
             values = self.args if name == "abs" else [element_of(a) for a in self.args[:1]]
-            return combine(values, _source(node))
+            return combine(values, node)
         if name == "range":
             for arg, value in zip(node.args, self.args):
                 if _is_device(value):
@@ -1428,16 +1456,15 @@ class _CallEvaluator:
         inputs = [*self.args, *self.keywords.values()]
         if isinstance(self.receiver, Tensor):
             inputs.append(self.receiver)
-        result = combine(inputs, _source(node))
+        result = combine(inputs, node)
         if result is None:
             if name.startswith("_foreach") or name in ("no_grad", "enable_grad"):
                 return None
-            result = Tensor(False, (f"`{_source(node)}` is built from Python values",))
+            result = Tensor(False, (_Text("`{}` is built from Python values", node),))
         if device_given and not result.device:
             result = replace(result, device=True,
-                             why=(f"`{_source(node)}` is created on a device",))
-        boolean = name in BOOLEAN_OPS or "torch.bool" in _source(node) or (
-            name in ("where", "clone") and False)
+                             why=(_Text("`{}` is created on a device", node),))
+        boolean = name in BOOLEAN_OPS or _names_bool_dtype(node)
         return replace(result, boolean=boolean)
 
     def check_scalar_arguments(self, name: str, method: bool, keywords_only: bool = False
