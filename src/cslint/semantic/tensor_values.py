@@ -114,6 +114,7 @@ class Container:
     """A list or dict whose elements are `element` (e.g. a list of tensors)."""
 
     element: object
+    mapping: bool = False  # a dict: looking up a tensor key hashes it, reads no value
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ def join(a: Value, b: Value) -> Value:
     if isinstance(b, Tensor):
         return b
     if isinstance(a, Container) and isinstance(b, Container):
-        return Container(join(a.element, b.element))
+        return Container(join(a.element, b.element), a.mapping and b.mapping)
     if isinstance(a, Function) and isinstance(b, Function):
         targets = list(a.targets)
         known = {(id(t[0]), id(t[2])) for t in targets}
@@ -155,10 +156,12 @@ def join(a: Value, b: Value) -> Value:
         return Function(tuple(targets))
     if isinstance(a, Sequence) and isinstance(b, Sequence) and len(a.items) == len(b.items):
         return Sequence(tuple(join(x, y) for x, y in zip(a.items, b.items)))
+    # "Nothing known" on one path keeps what the other path knows (a helper that
+    # returns a tuple of state tensors on one path and nothing on another).
     if a is None:
-        return b if isinstance(b, (Marker, Function)) else None
+        return b if isinstance(b, (Marker, Function, Sequence, Container)) else None
     if b is None:
-        return a if isinstance(a, (Marker, Function)) else None
+        return a if isinstance(a, (Marker, Function, Sequence, Container)) else None
     return None
 
 
@@ -494,6 +497,9 @@ class TensorValueAnalysis:
         return self._merged(ref)[1] if ref is not None else frozenset()
 
     def _attribute_value(self, module: ModuleIndex, owner: ClassRef, node: ast.expr) -> Value:
+        if isinstance(node, ast.IfExp):  # `self.update_fn = a if flag else b`
+            return join(self._attribute_value(module, owner, node.body),
+                        self._attribute_value(module, owner, node.orelse))
         structural = _self_structure(node)
         if structural is not None:
             return structural
@@ -922,8 +928,8 @@ class _Walker:
                 self.report("CS204", index_node, self.message_list_index(node, index))
             return element_of(base)
         if isinstance(base, Container):
-            if _is_device(index) and not isinstance(node.value, ast.Dict):
-                pass  # dict lookups hash the tensor object, they do not read its value
+            if _is_device(index) and not base.mapping:
+                self.report("CS204", index_node, self.message_list_index(node, index))
             return base.element
         return None
 
@@ -999,7 +1005,7 @@ class _Walker:
         for key, value in zip(node.keys, node.values):
             self.eval(key)
             element = join(element, self.eval(value))
-        return Container(element)
+        return Container(element, mapping=True)
 
     def eval_Starred(self, node: ast.Starred) -> Value:
         return self.eval(node.value)
@@ -1033,7 +1039,7 @@ class _Walker:
                 self.truth(condition)
         values = [self.eval(e) for e in elements]
         self.env = saved
-        return Container(values[-1]) if values else None
+        return Container(values[-1], mapping=isinstance(node, ast.DictComp)) if values else None
 
     def eval_ListComp(self, node: ast.ListComp) -> Value:
         return self._comprehension(node, [node.elt])
@@ -1384,7 +1390,7 @@ class _CallEvaluator:
         if name == "next":
             return element_of(self.args[0]) if self.args else None
         if name == "dict":
-            return Container(None)
+            return Container(None, mapping=True)
         code = HOST_BUILTINS.get(name)
         if code:
             for arg, value in zip(node.args, self.args):
