@@ -74,8 +74,14 @@ def resolve_config(paths: tuple[str, ...], config_path: str | None, no_config: b
 @click.option("--cstorch-version", callback=_version_option,
               help="The cstorch release the code targets, e.g. 2.4 or 2.10.")
 @click.option("--stdin-filename", type=str, help="The name to report for code read from `-`.")
+@click.option("--fix", is_flag=True, help="Apply the safe fixes (files are rewritten; stdin: the "
+              "fixed code goes to stdout).")
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes too.")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing "
+              "(exit 1 when there is a diff).")
 def check(paths, select, ignore, extend_select, output_format, exit_zero, statistics, quiet,
-          config_path, no_config, cstorch_version, stdin_filename):
+          config_path, no_config, cstorch_version, stdin_filename, fix=False, unsafe_fixes=False,
+          diff=False):
     """Check PATHS (files or folders; default `.`; `-` reads stdin)."""
     from cslint.engine import STDIN, lint
     from cslint.output import FORMATS
@@ -97,12 +103,36 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
     if STDIN in paths:
         stdin = (stdin_filename or "<stdin>", sys.stdin.buffer.read())
     result = lint(list(paths), config, stdin)
+    if fix or diff:
+        from cslint.fixes import run_fix_mode
+
+        outcome = run_fix_mode(
+            result, lambda fixed: lint(list(paths), config, (stdin[0], fixed)
+                                       if stdin and fixed is not None else stdin),
+            unsafe=unsafe_fixes, diff_only=diff, stdin_name=stdin[0] if stdin else None)
+        for message in outcome.messages:
+            click.echo(f"cslint: {message}", err=True)
+        if diff:
+            for error in result.errors:
+                _error(error.render())
+            click.echo(outcome.diff, nl=False)
+            if not quiet:
+                click.echo(f"Would fix {result.fixed} problem(s) in {outcome.changed_files} "
+                           f"file(s).", err=True)
+            sys.exit(EXIT_ERROR if result.errors else EXIT_FINDINGS if outcome.diff
+                     else EXIT_CLEAN)
+        result = outcome.result
+        if outcome.stdout_source is not None:
+            sys.stdout.buffer.write(outcome.stdout_source)
+            sys.stdout.flush()
+            quiet, output_format = True, "stdin-fixed"
 
     for error in result.errors:
         _error(error.render())
     for notice in result.notices:
         click.echo(f"cslint: {notice}", err=True)
-    output = FORMATS[output_format](result, statistics, quiet)
+    output = FORMATS[output_format](result, statistics, quiet) \
+        if output_format in FORMATS else ""
     if output:
         click.echo(output, nl=False)
     if result.errors:

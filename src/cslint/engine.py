@@ -29,6 +29,10 @@ class RunResult:
     errors: list[InputError] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     files_checked: int = 0
+    # The checked files as read, by display path: what fixes rewrite.
+    sources: dict[str, SourceFile] = field(default_factory=dict)
+    # Findings fixed by --fix (set by the command line; 0 otherwise).
+    fixed: int = 0
 
 
 @dataclass
@@ -98,6 +102,7 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
     facts: dict = {}
     for loaded in checked:
         result.files_checked += 1
+        result.sources[loaded.source.display_path] = loaded.source
         try:
             result.findings.extend(_check_module(loaded, project, config, rules, facts))
         except RecursionError:

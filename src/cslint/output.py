@@ -15,6 +15,11 @@ def _plural(count: int, word: str) -> str:
 
 
 def summary_line(result: RunResult) -> str:
+    fixed = getattr(result, "fixed", 0)
+    if fixed:
+        return (f"Found {_plural(len(result.findings) + fixed, 'problem')} "
+                f"({fixed} fixed, {len(result.findings)} remaining) in "
+                f"{_plural(result.files_checked, 'file')}.")
     return (f"Found {_plural(len(result.findings), 'problem')} in "
             f"{_plural(result.files_checked, 'file')}.")
 
