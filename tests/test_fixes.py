@@ -337,3 +337,13 @@ def test_plain_check_does_not_import_libcst(tmp_path: Path):
                             cwd=tmp_path, capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     assert fixing.stdout.strip().splitlines()[-1] == "True", fixing.stdout + fixing.stderr
+
+
+def test_scale_fix_refuses_the_functional_form(tmp_path: Path):
+    path = tmp_path / "m.py"
+    path.write_text("import torch\nq = torch.add(p, g, alpha=-lr)\n")
+    source = SourceFile.read(path, "m.py")
+    finding = Finding("m.py", Location(2, 5, 2, 31), "CS205", "n", "m", Severity.ERROR,
+                      scale_first_argument_fix("add", "alpha"))
+    fixed = fix_source(source, [finding])
+    assert not fixed.changed and "second argument" in fixed.dropped[0][1]

@@ -5,6 +5,7 @@ paths -> files -> SourceFile -> ast -> ModuleIndex -> ProjectIndex -> rules -> f
 
 from __future__ import annotations
 
+import gc
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,20 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
          project_root: Path | None = None) -> RunResult:
     """Check `paths` (and stdin, given as (display name, bytes)) under `config`.
     `project_root` overrides the folder searched for context (tests pin it)."""
+    # Every syntax tree stays alive for the run, so the cyclic collector would rescan a
+    # growing heap of AST nodes again and again (measured: it doubles the run's time).
+    # What the run allocates is freed when it ends.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _lint(paths, config, stdin, project_root)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
+          project_root: Path | None) -> RunResult:
     result = RunResult()
     exclude = ExcludeMatcher(config.exclude, config.base_dir)
     targets = collect_targets(paths, exclude, result)

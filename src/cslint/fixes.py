@@ -109,7 +109,9 @@ SCALED_METHODS = {"add_": "alpha", "sub_": "alpha", "add": "alpha", "sub": "alph
 
 def scale_first_argument_fix(method: str, keyword: str) -> Fix:
     """CS205's fix: `p.add_(g, alpha=-lr)` -> `p.add_(-lr * g)`, `p.addcdiv_(a, b,
-    value=-lr)` -> `p.addcdiv_(-lr * a, b)`. Unsafe: the floating-point order changes."""
+    value=-lr)` -> `p.addcdiv_(-lr * a, b)`. Unsafe: the floating-point order changes.
+    For Tensor methods only: in the functional form `torch.add(p, g, alpha=a)` the scaled
+    argument is the second one (the fixer refuses calls on `torch` itself)."""
     return Fix(False, f"fold `{keyword}=` into the first argument of {method}()", (
         ("kind", "scale-first-argument"),
         ("method", method),
@@ -212,7 +214,7 @@ def fix_source(source: "SourceFile", findings: list[Finding]) -> FileFix:
         text = source.text
         dropped = list(dropped)
         for finding in applied:
-            attempt, ok, more = _apply(module, kept + [finding])
+            attempt, ok, _ = _apply(module, kept + [finding])
             if finding in ok and _parses(attempt):
                 kept.append(finding)
                 text = attempt
@@ -256,7 +258,6 @@ def _apply(module, findings: list[Finding]) -> tuple[str, list[Finding], list[tu
     calls = [(node, rng) for node, rng in positions.items() if isinstance(node, cst.Call)]
     targets: dict[int, list[tuple[Finding, dict]]] = {}
     dropped: list[tuple[Finding, str]] = []
-    nodes: dict[int, Any] = {}
     for finding in findings:
         data = _data(finding.fix)
         node = _locate(calls, finding, data)
@@ -269,7 +270,6 @@ def _apply(module, findings: list[Finding]) -> tuple[str, list[Finding], list[tu
             dropped.append((finding, "another fix rewrites the same call"))
             continue
         targets.setdefault(id(node), []).append((finding, data))
-        nodes[id(node)] = node
 
     prefix, import_problem = _cstorch_prefix(wrapper.module)
     needs_import = prefix is None
@@ -551,6 +551,8 @@ def _scale_first_argument(call, data: dict):
     method, keyword = data.get("method"), data.get("keyword")
     if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == method):
         raise _NotApplicable(f"not a call of {method}()")
+    if _dotted(call.func.value).split(".")[0] == "torch":
+        raise _NotApplicable(f"torch.{method}() scales its second argument, not its first")
     if any(a.star for a in call.args):
         raise _NotApplicable("the call passes *args or **kwargs")
     scale = [a for a in call.args if a.keyword is not None and a.keyword.value == keyword]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Iterable
 
 from cslint.config import parse_version
 from cslint.diagnostics import Finding, Severity
+from cslint.fixes import cstorch_creation_fix
 from cslint.rules import ModuleContext, Rule, VersionGate, register
 from cslint.semantic.official import TORCH_OPTIMIZER
 from cslint.semantic.optimizer_state import OptimizerStateAnalysis, iter_events
@@ -44,6 +46,13 @@ class StateReboundInStep(_StateEventRule):
 class EagerConstantState(_StateEventRule):
     code = "CS104"
     severity = Severity.INFO
+    fixable = True
+
+    def check(self, context: ModuleContext) -> Iterable[Finding]:
+        for event in iter_events(state_analysis(context), self.code, context.module):
+            # The event is the eager call; the fix applies when cstorch's signature fits.
+            fix = cstorch_creation_fix(event.node) if isinstance(event.node, ast.Call) else None
+            yield context.finding(self, event.node, event.message, fix)
 
 
 @register

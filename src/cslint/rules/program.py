@@ -12,7 +12,7 @@ from importlib import resources
 from typing import Any, Iterable, Iterator
 
 from cslint.config import parse_version
-from cslint.diagnostics import Finding, Fix, Severity
+from cslint.diagnostics import Finding, Severity
 from cslint.rules import ModuleContext, Rule, VersionGate, register
 from cslint.semantic.module_index import ModuleIndex, dotted_name
 
@@ -338,6 +338,18 @@ _FLOAT64_NAMES = {
 
 
 _FLOAT64_WORDS = ("float64", "double", "DoubleTensor")
+_DTYPES = frozenset({
+    "float16", "half", "float32", "float", "float64", "double", "bfloat16", "uint8", "int8",
+    "int16", "short", "int32", "int", "int64", "long", "bool", "complex64", "complex128",
+    "cfloat", "cdouble", "float8_e4m3fn", "float8_e5m2",
+})
+
+
+def _is_dtype(module: ModuleIndex, node: ast.expr) -> bool:
+    dotted = dotted_name(node)
+    qualified = module.qualify(dotted) if dotted else None
+    return bool(qualified) and qualified.startswith("torch.") \
+        and qualified[len("torch."):] in _DTYPES
 
 
 @register
@@ -355,8 +367,14 @@ class UnsupportedPrecision(Rule):
             return
         lines = candidate_lines(text, [*_FLOAT64_WORDS, *(
             local for local, target in module.imports.items() if target in _FLOAT64_NAMES)])
-        checked: set[int] = set()  # dtype names compared, not used
+        checked: set[int] = set()  # dtype names compared or tabulated, not used
         for node, parent in walk_lines(context.tree, lines):
+            if isinstance(node, (ast.Dict, ast.List, ast.Tuple, ast.Set)):
+                elements = [*node.keys, *node.values] if isinstance(node, ast.Dict) \
+                    else node.elts
+                dtypes = [e for e in elements if e is not None and _is_dtype(module, e)]
+                if len(dtypes) >= 3:  # a table of dtypes (a mapping, a list to test)
+                    checked.update(id(e) for e in dtypes)
             if isinstance(node, ast.Compare):
                 for operand in (node.left, *node.comparators):
                     elements = operand.elts if isinstance(

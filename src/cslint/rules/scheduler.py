@@ -203,10 +203,25 @@ class SchedulerAnalysis:
             functions.append(reach)
             queue.extend((f, o, False) for f, o in self._callees(ref, function, owner))
         if cstorch:
-            state = _state_attributes([(r.function.node, self_name(r.function))
-                                       for r in functions])
+            state = _state_attributes([self._writes(r.function) for r in functions])
             for reach in functions:
                 reach.state_attrs |= state
+
+    def _writes(self, function: FunctionInfo) -> tuple[str | None, "_Locals | None", list]:
+        """A function's self name, locals and the nodes that may write scheduler state
+        (computed once per function, however many schedulers reach it)."""
+        cache = self.__dict__.setdefault("_write_cache", {})
+        key = id(function.node)
+        if key not in cache:
+            me = self_name(function)
+            if me is None:
+                cache[key] = (None, None, [])
+            else:
+                nodes = [n for n in _walk_body(function.node)
+                         if isinstance(n, (ast.AugAssign, ast.Assign, ast.AnnAssign))
+                         or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute))]
+                cache[key] = (me, _Locals(function.node) if nodes else None, nodes)
+        return cache[key]
 
     def _callees(self, ref: ClassRef, function: FunctionInfo,
                  owner: ClassRef) -> Iterator[tuple[FunctionInfo, ClassRef]]:
@@ -308,17 +323,17 @@ def _reads_state(node: ast.expr, me: str | None, state: set[str], local: _Locals
     return False
 
 
-def _state_attributes(functions: list[tuple[ast.AST, str | None]]) -> set[str]:
+def _state_attributes(functions: list[tuple[str | None, "_Locals | None", list]]) -> set[str]:
     """Self attributes that hold state: the step and previous values, and what the
     traced methods change from call to call (augmented assignments, mutated
     containers, assignments from state or from the attribute itself)."""
     state = set(STEP_STATE)
-    infos = [(node, me, _Locals(node)) for node, me in functions if me is not None]
+    infos = [(me, local, nodes) for me, local, nodes in functions if me is not None and nodes]
     changed = True
     while changed:
         changed = False
-        for function, me, local in infos:
-            for node in _walk_body(function):
+        for me, local, nodes in infos:
+            for node in nodes:
                 for attr in _stateful_writes(node, me, state, local):
                     if attr not in state:
                         state.add(attr)
@@ -606,7 +621,7 @@ def python_number_returns(reach: Reach, analysis: SchedulerAnalysis
             found = analysis.resolve_self_method(ref, helper)
             if found is None:
                 continue
-            line = _number_return_of(found[0], analysis, depth=3, seen=set())
+            line = _number_return_of(found[0])
             if line is not None:
                 yield node.value, (f"{label} returns self.{helper}(), which returns a Python "
                                    f"number (line {line} of {found[0].path}) instead of a "
@@ -621,11 +636,8 @@ def _returned_self_call(node: ast.expr, me: str | None) -> str | None:
     return None
 
 
-def _number_return_of(function: FunctionInfo, analysis: SchedulerAnalysis, depth: int,
-                      seen: set[int]) -> int | None:
-    if depth == 0 or id(function.node) in seen:
-        return None
-    seen.add(id(function.node))
+def _number_return_of(function: FunctionInfo) -> int | None:
+    """The line of a return of `function` that is provably a Python number."""
     numbers = _Numbers(function)
     for node in _own_returns(function.node):
         if node.value is not None and numbers.number(node.value):

@@ -23,7 +23,7 @@ class _TracedRule(Rule):
         module = context.module
         for event in tensor_values(context).events:
             if event.code == self.code and event.function.module is module:
-                yield context.finding(self, event.node, event.message)
+                yield context.finding(self, event.node, event.message, event.fix)
 
 
 @register
@@ -49,6 +49,7 @@ class TensorMaterialized(_TracedRule):
 @register
 class LrAsPythonScalar(_TracedRule):
     code = "CS205"
+    fixable = True
 
 
 @register

@@ -181,6 +181,8 @@ class OptimizerStateAnalysis:
         # Per context class (by id of its ref): the state keys its preinitialize creates.
         self.created_keys: dict[int, tuple[frozenset[str], bool]] = {}
         self._mentions: dict[int, bool] = {}
+        # Walks that did not depend on their class: (calls made, how `self.x` resolved).
+        self._context_free_calls: dict[tuple, tuple[list[_Call], list[tuple]]] = {}
         self._global_step: dict[int, bool] = {}
 
     @cached_property
@@ -248,13 +250,26 @@ class OptimizerStateAnalysis:
                     continue
                 visited.add(key)
                 reached.add(id(call.function))
+                if not self._may_touch_state(call):
+                    continue
+                shared_key = (*key, call.via)
+                cached = self._context_free_calls.get(shared_key)
+                if cached is not None and self._same_resolutions(ref, cached[1]):
+                    queue.extend(cached[0])
+                    continue
                 walker = _FunctionWalker(self, context, call, events)
+                reported = len(events)
                 try:
                     walker.walk()
                 except RecursionError:
                     self.errors.append((call.function.module, "too deeply nested to analyse"))
                     continue
                 queue.extend(walker.calls)
+                # A walk that wrote no state and found nothing did not depend on this
+                # class: other classes inheriting the same method reuse what it calls.
+                if call.role is not Role.PREINIT and not walker.wrote_state \
+                        and len(events) == reported:
+                    self._context_free_calls[shared_key] = (walker.calls, walker.resolutions)
 
         self._seed_created_keys(context)
         preinit = self._entry(ref, "preinitialize", Role.PREINIT)
@@ -274,14 +289,33 @@ class OptimizerStateAnalysis:
         return events
 
     def _mentions_state(self, function: FunctionInfo) -> bool:
-        """Whether a method touches `.state` or another attribute of self (a prefilter)."""
+        """Whether a function names `.state`, or calls through self or super() (and so may
+        reach code that does): a prefilter computed once per function."""
         key = id(function)
         if key not in self._mentions:
             self._mentions[key] = any(
                 isinstance(node, ast.Attribute) and (node.attr == "state" or (
                     isinstance(node.value, ast.Name) and node.value.id == "self"))
+                or (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id == "super")
                 for node in ast.walk(function.node))
         return self._mentions[key]
+
+    def _may_touch_state(self, call: _Call) -> bool:
+        """A function given no optimizer or state value that never names `.state` nor
+        calls through self cannot create or update optimizer state: skip its walk."""
+        if any(_signature(b) is not None for b in call.bindings):
+            return True
+        return self._mentions_state(call.function)
+
+    def _same_resolutions(self, ref: ClassRef, resolutions: list[tuple]) -> bool:
+        for name, after_name, function_id in resolutions:
+            after = next((e for e in self.project.mro(ref) if e.name == after_name), None) \
+                if after_name else None
+            found = self.project.find_method(ref, name, self.version, after=after)
+            if id(found.function if found else None) != function_id:
+                return False
+        return True
 
     def _method_names(self, ref: ClassRef) -> list[str]:
         names: list[str] = []
@@ -378,6 +412,8 @@ class _FunctionWalker:
         self.written: dict[tuple[int, str | None], int] = {}
         self.statement_counter = 0
         self.lost_candidates: list[tuple[ast.AST, str, StateTensor, int]] = []
+        self.wrote_state = False  # whether a decision here depended on the class's keys
+        self.resolutions: list[tuple] = []  # (method, after class, function id) looked up
 
     # ---- driver ----------------------------------------------------------------
 
@@ -547,6 +583,7 @@ class _FunctionWalker:
 
     def state_write(self, owner: ParamState, key: Value, key_node: ast.AST, value: Value,
                     value_node: ast.AST | None, node: ast.AST, how: str) -> None:
+        self.wrote_state = True
         role = self.call.role
         keys = self._keys(key, owner)
         iterated = isinstance(key, IteratedKey) and key.owner is owner
@@ -585,6 +622,7 @@ class _FunctionWalker:
                 self.versions[entry] = self.versions.get(entry, 0) + 1
 
     def new_state_entry(self, node: ast.AST, value: Value, value_node: ast.AST) -> None:
+        self.wrote_state = True
         role = self.call.role
         if role is Role.RESTORE:
             return
@@ -699,6 +737,7 @@ class _FunctionWalker:
                     return self.param_state_for(node.args[0])
                 if method == "setdefault" and node.args:
                     # Entries exist for every parameter preinitialize gave state to.
+                    self.wrote_state = True
                     if not self.context.created_keys and not self.context.open_keys:
                         self.new_state_entry(node, args[1] if len(args) > 1 else None, node)
                     return self.param_state_for(node.args[0])
@@ -816,6 +855,9 @@ class _FunctionWalker:
         if name == "preinitialize":
             return  # state made there is preinitialize's, whoever calls it
         found = self.project.find_method(ref, name, self.analysis.version, after=after)
+        if ref is self.context.ref:
+            self.resolutions.append((name, after.name if after else None,
+                                     id(found.function if found else None)))
         if found is None or found.function is None or self.project.is_machinery(found.owner):
             return
         self._push(found.function,

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Iterable, Union
 
+from cslint.diagnostics import Fix
+from cslint.fixes import SCALED_METHODS, scale_first_argument_fix
 from cslint.semantic.module_index import ClassInfo, FunctionInfo, ModuleIndex, dotted_name
 from cslint.semantic.project import ClassRef, ProjectIndex
 
@@ -237,6 +239,7 @@ class TracedEvent:
     function: FunctionInfo
     node: ast.AST
     message: str
+    fix: Fix | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -261,6 +264,9 @@ class TensorValueAnalysis:
         self.traced_functions = set(config.traced_functions)
         self.errors: list[tuple[ModuleIndex, str]] = []
         self._summaries: dict[tuple, Value] = {}
+        self._class_dependent: dict[tuple, bool] = {}
+        self._class_free_summaries: dict[tuple, Value] = {}
+        self._class_use: list[bool] = []  # per summary being computed: did it use its class?
         self._in_progress: set[tuple] = set()
         self._events: dict[tuple, TracedEvent] = {}
         self._depth = 0
@@ -277,10 +283,11 @@ class TensorValueAnalysis:
                                                                           error)))
         return list(self._events.values())
 
-    def report(self, code: str, function: FunctionInfo, node: ast.AST, message: str) -> None:
+    def report(self, code: str, function: FunctionInfo, node: ast.AST, message: str,
+               fix: Fix | None = None) -> None:
         key = (id(function.module), node.lineno, node.col_offset, code)
         if key not in self._events:
-            self._events[key] = TracedEvent(code, function, node, message)
+            self._events[key] = TracedEvent(code, function, node, message, fix)
 
     # ---- entry points -------------------------------------------------------------------
 
@@ -417,14 +424,22 @@ class TensorValueAnalysis:
         """Analyse `function` under these argument values; its return value."""
         if self._is_host_function(function):
             return None  # step closures run on the host with real values
-        key = (id(function), id(ref), tuple(_signature(b) for b in bindings),
-               id(closure) if closure else None)
+        signature = tuple(_signature(b) for b in bindings)
+        closure_id = id(closure) if closure else None
+        key = (id(function), id(ref), signature, closure_id)
+        # A summary that never looked at the class (no `self.x`, no MRO lookup) holds for
+        # every class that inherits the function.
+        class_free_key = (id(function), tuple(_without_class(s) for s in signature), closure_id)
         if key in self._summaries:
+            self._note_class_use(self._class_dependent[key])
             return self._summaries[key]
+        if class_free_key in self._class_free_summaries:
+            return self._class_free_summaries[class_free_key]
         if key in self._in_progress or self._depth >= MAX_CALL_DEPTH:
             return None  # recursion: assume nothing
         self._in_progress.add(key)
         self._depth += 1
+        self._class_use.append(False)
         try:
             walker = _Walker(self, function, ref, bindings, closure)
             walker.run()
@@ -432,8 +447,19 @@ class TensorValueAnalysis:
         finally:
             self._depth -= 1
             self._in_progress.discard(key)
+            used_class = self._class_use.pop()
         self._summaries[key] = result
+        self._class_dependent[key] = used_class
+        if used_class:
+            self._note_class_use(True)
+        else:
+            self._class_free_summaries[class_free_key] = result
         return result
+
+    def _note_class_use(self, used: bool) -> None:
+        """The function being analysed depends on its class (directly or via a callee)."""
+        if used and self._class_use:
+            self._class_use[-1] = True
 
     @cached_property
     def _class_facts(self) -> dict[int, tuple[dict[str, Value], frozenset[str]]]:
@@ -451,7 +477,9 @@ class TensorValueAnalysis:
         python_keys: set[str] = set()
         module = info.module
         for method in info.methods.values():
-            nodes = list(ast.walk(method.node))
+            # Statements, and the calls they make directly, hold every fact we want here:
+            # far fewer nodes than a walk over every expression.
+            nodes = _statements_and_calls(method.node)
             python_keys |= _python_valued_keys(nodes)
             for node in nodes:
                 if isinstance(node, ast.Assign) and len(node.targets) == 1:
@@ -575,6 +603,23 @@ def internal_error(where: str, error: Exception) -> str:
             "other files were checked; please report this")
 
 
+def _statements_and_calls(function: ast.AST) -> list[ast.AST]:
+    """Every statement of a function (nested blocks included) and the calls that are
+    whole statements or whole assigned values (`self.register_buffer(...)`,
+    `x = state.setdefault("k", 0)`)."""
+    result: list[ast.AST] = []
+    stack = list(getattr(function, "body", []))
+    while stack:
+        node = stack.pop()
+        result.append(node)
+        value = getattr(node, "value", None)
+        if isinstance(value, ast.Call):
+            result.append(value)
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            stack.extend(getattr(node, name, ()) or ())
+    return result
+
+
 def _self_structure(node: ast.expr) -> Value:
     """`self.param_groups[0]["params"]` and the like, stored in `__init__`."""
     steps: list[ast.expr] = []
@@ -607,6 +652,12 @@ def _flat_statements(body: list[ast.stmt]) -> Iterable[ast.stmt]:
         if isinstance(statement, (ast.If, ast.With, ast.Try, ast.For, ast.While)):
             for name in ("body", "orelse", "finalbody"):
                 yield from _flat_statements(getattr(statement, name, []) or [])
+
+
+def _without_class(signature: object) -> object:
+    if isinstance(signature, tuple) and signature[:1] == ("M",):
+        return signature[:2]
+    return signature
 
 
 def _signature(value: Value) -> object:
@@ -649,8 +700,8 @@ class _Walker:
     def run(self) -> None:
         self.block(self.function.node.body)
 
-    def report(self, code: str, node: ast.AST, message: str) -> None:
-        self.analysis.report(code, self.function, node, message)
+    def report(self, code: str, node: ast.AST, message: str, fix: Fix | None = None) -> None:
+        self.analysis.report(code, self.function, node, message, fix)
 
     # ---- statements ----------------------------------------------------------------
 
@@ -873,6 +924,7 @@ class _Walker:
             if attr == "optimizer":
                 return Marker("optimizer_self")
         if kind in ("optimizer_self", "scheduler_self", "module_self") and base.ref is not None:
+            self.analysis._note_class_use(True)
             value = self.analysis.attributes_of(base.ref).get(attr)
             if value is not None:
                 return value
@@ -907,6 +959,8 @@ class _Walker:
             if base.kind == "state_map":
                 return Marker("param_state")
             if base.kind == "param_state":
+                if self.ref is not None:
+                    self.analysis._note_class_use(True)
                 if key in self.analysis.python_state_keys(self.ref):
                     return None
                 return Tensor(True, (_Text("`{}` is optimizer state", node),))
@@ -1052,9 +1106,10 @@ class _Walker:
 
     # ---- reporting helpers ----------------------------------------------------------------
 
-    def report_scalar(self, node: ast.AST, value: Tensor, position: str) -> None:
+    def report_scalar(self, node: ast.AST, value: Tensor, position: str,
+                      fix: Fix | None = None) -> None:
         if value.scheduled:
-            self.report("CS205", node, self.message_scheduled(node, value, position))
+            self.report("CS205", node, self.message_scheduled(node, value, position), fix)
         else:
             self.report("CS204", node, self.message_scalar(node, value, position))
 
@@ -1260,6 +1315,7 @@ class _CallEvaluator:
     def returns_tensor(self, receiver: Marker, name: str) -> bool:
         if receiver.ref is None:
             return False
+        self.walker.analysis._note_class_use(True)
         found = self.walker.project.find_method(receiver.ref, name)
         return bool(found and found.owner.official and name in found.owner.official.returns_tensor)
 
@@ -1271,6 +1327,7 @@ class _CallEvaluator:
         name = self.func.attr
         if isinstance(receiver, Marker) and receiver.ref is not None and receiver.kind in (
                 "optimizer_self", "scheduler_self", "module_self"):
+            walker.analysis._note_class_use(True)
             found = walker.project.find_method(receiver.ref, name)
             if found is not None and found.function is not None and \
                     not walker.project.is_machinery(found.owner):
@@ -1282,6 +1339,7 @@ class _CallEvaluator:
         if isinstance(self.func.value, ast.Call) and isinstance(self.func.value.func, ast.Name) \
                 and self.func.value.func.id == "super" and walker.ref is not None \
                 and walker.function.class_name is not None:
+            walker.analysis._note_class_use(True)
             owner = next((e for e in walker.project.mro(walker.ref) if e.info is not None
                           and e.info.qualname == walker.function.class_name), None)
             found = walker.project.find_method(walker.ref, name, after=owner) if owner else None
@@ -1479,12 +1537,17 @@ class _CallEvaluator:
         if name not in SCALAR_ARGUMENTS:
             return
         keyword, scalar_first_arity = SCALAR_ARGUMENTS[name]
+        # `p.add_(g, alpha=-lr)` -> `p.add_(-lr * g)` (Tensor methods only: in
+        # `torch.add(p, g, alpha=a)` alpha scales the second argument).
+        fix = scale_first_argument_fix(name, keyword) \
+            if method and SCALED_METHODS.get(name) == keyword else None
         for k in node.keywords:
             if k.arg == keyword:
                 value = self.keywords.get(keyword)
                 if _is_device(value):
                     walker.report_scalar(k.value, value, f"`{keyword}=` of `.{name}()`"
-                                         if method else f"`{keyword}=` of `torch.{name}()`")
+                                         if method else f"`{keyword}=` of `torch.{name}()`",
+                                         fix)
         if method and not keywords_only and len(node.args) == scalar_first_arity \
                 and not node.keywords:
             value = self.args[0]
