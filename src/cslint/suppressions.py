@@ -9,7 +9,6 @@ import fnmatch
 import io
 import re
 import tokenize
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from cslint.config import Config
@@ -20,44 +19,72 @@ _SKIP_FILE = re.compile(r"#\s*cslint:\s*skip-file\b")
 _CODE = re.compile(r"[A-Z]+[0-9]+", re.IGNORECASE)
 
 
-@dataclass
+_SKIP_FILE_LINE = re.compile(r"^[ \t]*#\s*cslint:\s*skip-file\b", re.MULTILINE)
+
+
 class Suppressions:
-    skip_file: bool = False
-    # line -> codes suppressed there; None means every code (a bare `# noqa`).
-    noqa: dict[int, frozenset[str] | None] = field(default_factory=dict)
+    """The suppression comments of one file, read lazily: a file is tokenized only when a
+    finding starts on a line that mentions `noqa`, or a line looks like a skip-file comment
+    (tokenize is slow; most files need neither)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self._lines: list[str] | None = None
+        self._noqa: dict[int, frozenset[str] | None] | None = None
+        self._skip_file: bool | None = None
+
+    @property
+    def skip_file(self) -> bool:
+        if self._skip_file is None:
+            self._skip_file = bool(_SKIP_FILE_LINE.search(self.text)) and self._scan()[1]
+        return self._skip_file
 
     def suppresses(self, line: int, code: str) -> bool:
-        if line not in self.noqa:
+        if self._lines is None:
+            self._lines = self.text.splitlines()
+        if not 0 < line <= len(self._lines) or "noqa" not in self._lines[line - 1].lower():
             return False
-        codes = self.noqa[line]
+        noqa = self._scan()[0]
+        if line not in noqa:
+            return False
+        codes = noqa[line]
         return codes is None or any(code.startswith(c) for c in codes)
+
+    def _scan(self) -> tuple[dict[int, frozenset[str] | None], bool]:
+        if self._noqa is None:
+            self._noqa, self._skip_file = _scan_comments(self.text)
+        return self._noqa, bool(self._skip_file)
 
 
 def scan_suppressions(text: str) -> Suppressions:
-    result = Suppressions()
-    lowered = text.lower()
-    if "noqa" not in lowered and "cslint" not in lowered:
-        return result  # the common case: no tokenizing at all
+    return Suppressions(text)
+
+
+def _scan_comments(text: str) -> tuple[dict[int, frozenset[str] | None], bool]:
+    """(line -> codes a `# noqa` there suppresses, None for all; whether a comment skips
+    the file). Comments come from tokenize, so `# noqa` inside a string does not count."""
+    noqa: dict[int, frozenset[str] | None] = {}
+    skip_file = False
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
-        return result
+        return noqa, skip_file
     for token in tokens:
         if token.type != tokenize.COMMENT:
             continue
         if _SKIP_FILE.search(token.string):
-            result.skip_file = True
+            skip_file = True
         match = _NOQA.search(token.string)
         if match:
             codes = match.group("codes")
             line = token.start[0]
             if codes:
                 found = frozenset(c.upper() for c in _CODE.findall(codes))
-                previous = result.noqa.get(line, frozenset())
-                result.noqa[line] = None if previous is None else previous | found
+                previous = noqa.get(line, frozenset())
+                noqa[line] = None if previous is None else previous | found
             else:
-                result.noqa[line] = None
-    return result
+                noqa[line] = None
+    return noqa, skip_file
 
 
 def per_file_ignored_codes(config: Config, path: Path) -> tuple[str, ...]:

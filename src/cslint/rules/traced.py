@@ -20,10 +20,9 @@ class _TracedRule(Rule):
     severity = Severity.ERROR
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
-        module = context.module
-        for event in tensor_values(context).events:
-            if event.code == self.code and event.function.module is module:
-                yield context.finding(self, event.node, event.message, event.fix)
+        events = tensor_values(context).events_by_place.get((id(context.module), self.code), ())
+        for event in events:
+            yield context.finding(self, event.node, event.message, event.fix)
 
 
 @register

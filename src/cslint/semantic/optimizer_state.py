@@ -203,6 +203,13 @@ class OptimizerStateAnalysis:
                     result.append(event)
         return result
 
+    @cached_property
+    def events_by_place(self) -> dict[tuple[int, str], list[StateEvent]]:
+        grouped: dict[tuple[int, str], list[StateEvent]] = {}
+        for event in self.events:
+            grouped.setdefault((id(event.function.module), event.code), []).append(event)
+        return grouped
+
     def contexts(self) -> list[ClassRef]:
         """Optimizer classes that can be instantiated, or that nothing derives from."""
         project = self.project
@@ -1002,6 +1009,4 @@ def _source(node: ast.AST) -> str:
 
 def iter_events(analysis: OptimizerStateAnalysis, code: str, module: ModuleIndex
                 ) -> Iterator[StateEvent]:
-    for event in analysis.events:
-        if event.code == code and event.function.module is module:
-            yield event
+    return iter(analysis.events_by_place.get((id(module), code), ()))

@@ -95,6 +95,7 @@ class ProjectIndex:
         self._refs: dict[int, ClassRef] = {}
         self._unknown_refs: dict[str, ClassRef] = {}
         self._resolving: set[str] = set()
+        self._machinery: dict[int, str | None] = {}
         self._mro: dict[int, list[ClassRef]] = {}
         self._ancestor_names: dict[int, frozenset[str]] = {}
 
@@ -222,6 +223,12 @@ class ProjectIndex:
         """The official base a project class *is* (its own source is in the run)."""
         if ref.info is None:
             return None
+        key = id(ref)
+        if key not in self._machinery:
+            self._machinery[key] = self._find_machinery_root(ref)
+        return self._machinery[key]
+
+    def _find_machinery_root(self, ref: ClassRef) -> str | None:
         path = ref.info.module.path.as_posix()
         for (class_name, suffix), root in MACHINERY_FILES.items():
             if ref.info.name == class_name and path.endswith("/" + suffix):

@@ -283,6 +283,13 @@ class TensorValueAnalysis:
                                                                           error)))
         return list(self._events.values())
 
+    @cached_property
+    def events_by_place(self) -> dict[tuple[int, str], list[TracedEvent]]:
+        grouped: dict[tuple[int, str], list[TracedEvent]] = {}
+        for event in self.events:
+            grouped.setdefault((id(event.function.module), event.code), []).append(event)
+        return grouped
+
     def report(self, code: str, function: FunctionInfo, node: ast.AST, message: str,
                fix: Fix | None = None) -> None:
         key = (id(function.module), node.lineno, node.col_offset, code)
