@@ -30,12 +30,25 @@ def example(page: str, title: str) -> str:
 LINT_CODES = sorted(rule.code for rule in all_rules())
 
 
-@pytest.mark.parametrize("code", LINT_CODES)
+@pytest.mark.parametrize("code", sorted(CODES))
 def test_page_exists_with_sections(code):
     page = (RULE_PAGES / f"{code}.md").read_text(encoding="utf-8")
     assert page.startswith(f"# {code} {CODES[code].name}\n")
     missing = [s for s in REQUIRED_SECTIONS if s not in sections(page)]
     assert not missing, f"{code}.md lacks sections {missing}"
+
+
+@pytest.mark.parametrize("code", sorted(CODES))
+def test_page_header_agrees_with_the_registry(code):
+    """The line under the title says whether the rule is fixable and whether the runtime
+    raises it (every code but the runtime ones is lint-only)."""
+    header = (RULE_PAGES / f"{code}.md").read_text(encoding="utf-8").splitlines()[2]
+    rules = {rule.code: rule for rule in all_rules()}
+    if code in rules:
+        assert ("not fixable" not in header) == rules[code].fixable, header
+    assert ("lint-only" in header) == (not CODES[code].runtime), header
+    if CODES[code].runtime:
+        assert "run time" in header or "runtime only" in header, header
 
 
 @pytest.mark.parametrize("code", LINT_CODES)
