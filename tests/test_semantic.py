@@ -272,3 +272,17 @@ def test_state_dict_named_state_is_not_optimizer_state(tmp_path):
                 state["m"] = 1
         """})
     assert findings(tmp_path, "mine.py") == set()
+
+
+def test_project_root_stops_at_installed_packages(tmp_path):
+    """A git checkout above an install folder (pyenv is one) is not the project."""
+    from cslint.discovery import find_project_root
+
+    (tmp_path / ".git").mkdir()
+    site = tmp_path / "lib" / "site-packages"
+    (site / "torch" / "optim").mkdir(parents=True)
+    (site / "torch" / "optim" / "adam.py").write_text("")
+    assert find_project_root([site / "torch" / "optim"]) == site / "torch"
+    assert find_project_root([site / "torch" / "optim" / "adam.py"]) == site / "torch"
+    assert find_project_root([site]) == site
+    assert find_project_root([tmp_path / "lib"]) == tmp_path

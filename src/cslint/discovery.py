@@ -89,6 +89,8 @@ def find_project_root(paths: list[Path]) -> Path:
     for candidate in (start, *start.parents):
         if candidate in too_wide:
             break
+        if candidate.name in INSTALL_DIRECTORIES:
+            return candidate  # the install folder itself: its packages are the project
         if candidate.parent.name in INSTALL_DIRECTORIES:
             return candidate  # an installed package: its top-level folder is the project
         if (candidate / "pyproject.toml").is_file() or (candidate / ".git").exists():
