@@ -12,10 +12,10 @@ from pathlib import Path
 import click
 
 from cslint import __version__
-from cslint.codes import CODES
+from cslint.codes import CODES, validate_selector
 from cslint.config import Config, ConfigError, find_config_file, load_config_file, \
     parse_version
-from cslint.rules import all_rules, validate_selector
+from cslint.rules import all_rules
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 

@@ -7,6 +7,7 @@ Codes are public API: never renumber or reuse one.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 
@@ -77,3 +78,15 @@ CODES: dict[str, Code] = {
 
 def summary(code: str) -> str:
     return CODES[code].summary
+
+
+_SELECTOR = re.compile(r"^(ALL|CS\d{0,3})$")
+
+
+def validate_selector(selector: str) -> str | None:
+    """None if `selector` names at least one code (`ALL`, `CS1`, `CS101`), else the problem."""
+    if not _SELECTOR.match(selector):
+        return f"`{selector}` is not a rule code or prefix (like CS101, CS1 or ALL)"
+    if selector != "ALL" and not any(code.startswith(selector) for code in CODES):
+        return f"`{selector}` matches no rule"
+    return None

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cslint.codes import validate_selector
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
@@ -69,8 +71,6 @@ def _string_list(key: str, value: Any, where: str) -> tuple[str, ...]:
 
 
 def _codes(key: str, value: Any, where: str) -> tuple[str, ...]:
-    from cslint.rules import validate_selector
-
     codes = _string_list(key, value, where)
     for code in codes:
         problem = validate_selector(code)

@@ -73,18 +73,6 @@ def all_rules() -> tuple[Rule, ...]:
     return tuple(_REGISTRY[code]() for code in sorted(_REGISTRY))
 
 
-_SELECTOR = re.compile(r"^(ALL|CS\d{0,3})$")
-
-
-def validate_selector(selector: str) -> str | None:
-    """None if `selector` names at least one code (`ALL`, `CS1`, `CS101`), else the problem."""
-    if not _SELECTOR.match(selector):
-        return f"`{selector}` is not a rule code or prefix (like CS101, CS1 or ALL)"
-    if selector != "ALL" and not any(code.startswith(selector) for code in CODES):
-        return f"`{selector}` matches no rule"
-    return None
-
-
 def _match_length(selector: str, code: str) -> int:
     """How specifically `selector` matches `code` (0: it does not)."""
     if selector == "ALL":
