@@ -20,7 +20,7 @@ from cslint.config import Version
 from cslint.diagnostics import Finding, Severity
 from cslint.rules import ModuleContext, Rule, register
 from cslint.rules.program import torch_equivalents
-from cslint.semantic.module_index import FunctionInfo, ModuleIndex, dotted_name
+from cslint.semantic.module_index import FunctionInfo, ModuleIndex, dotted_name, source_snippet
 from cslint.semantic.official import CSTORCH_SCHEDULERS, TORCH_SCHEDULERS
 from cslint.semantic.project import ClassRef, ProjectIndex
 
@@ -377,15 +377,6 @@ def _is_mutating_method(name: str) -> bool:
     return name in MUTATING_METHODS or (name.endswith("_") and not name.startswith("_"))
 
 
-def _source(node: ast.AST) -> str:
-    try:
-        text = ast.unparse(node)
-    except Exception:  # noqa: BLE001 - unparse can fail on odd trees
-        return "..."
-    text = " ".join(text.split())
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _method_label(function: FunctionInfo) -> str:
     if function.class_name:
         return f"{function.class_name.rsplit('.', 1)[-1]}.{function.name}()"
@@ -438,14 +429,14 @@ def recursive_reads(reach: Reach) -> Iterator[tuple[ast.AST, str]]:
             if key in reach.keys and is_group(node.value) and (
                     isinstance(node.ctx, ast.Load) or id(node) in aug_targets):
                 yield node, (f"{label} reads back the current `{key}` of the optimizer's param "
-                             f"group (`{_source(node)}`), so each value depends on the "
+                             f"group (`{source_snippet(node)}`), so each value depends on the "
                              f"previous one (a recursive schedule); {advice}")
         elif isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr == "get" and node.args \
                     and _constant_key(node.args[0]) in reach.keys and is_group(func.value):
                 yield node, (f"{label} reads back the current `{_constant_key(node.args[0])}` "
-                             f"of the optimizer's param group (`{_source(node)}`), a "
+                             f"of the optimizer's param group (`{source_snippet(node)}`), a "
                              f"recursive schedule; {advice}")
                 continue
             arguments = [*node.args, *(k.value for k in node.keywords)]
@@ -453,11 +444,11 @@ def recursive_reads(reach: Reach) -> Iterator[tuple[ast.AST, str]]:
             if keys and me is not None and any(
                     (_self_rooted(a, me) or ())[:1] == ("optimizer",) for a in arguments):
                 yield node, (f"{label} reads back the optimizer's current `{keys[0]}` "
-                             f"(`{_source(node)}`), a recursive schedule; {advice}")
+                             f"(`{source_snippet(node)}`), a recursive schedule; {advice}")
             elif me is not None and isinstance(func, ast.Attribute) \
                     and _is_mutating_method(func.attr) \
                     and (_self_rooted(func.value, me) or ())[:1] == ("base_lrs",):
-                yield node, (f"{label} changes self.base_lrs (`{_source(node)}`), so later "
+                yield node, (f"{label} changes self.base_lrs (`{source_snippet(node)}`), so later "
                              "values are computed from earlier ones; keep the initial learning "
                              "rates fixed")
         elif isinstance(node, ast.Attribute) and me is not None \
@@ -491,7 +482,7 @@ def state_mutations(reach: Reach) -> Iterator[tuple[ast.AST, str]]:
         if isinstance(node, ast.AugAssign):
             path = _self_rooted(node.target, me)
             if path and path[0] != "base_lrs":
-                yield node, f"{label} updates `{_source(node.target)}` in place, {why}"
+                yield node, f"{label} updates `{source_snippet(node.target)}` in place, {why}"
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
@@ -500,7 +491,7 @@ def state_mutations(reach: Reach) -> Iterator[tuple[ast.AST, str]]:
                     if not path or path[0] == "base_lrs":
                         continue
                     if isinstance(element, ast.Subscript) or len(path) > 1:
-                        yield element, (f"{label} writes into `{_source(element)}`, changing "
+                        yield element, (f"{label} writes into `{source_snippet(element)}`, changing "
                                         f"scheduler state, {why}")
                     elif node.value is not None and (
                             _reads_state(node.value, me, state, local)
@@ -510,7 +501,7 @@ def state_mutations(reach: Reach) -> Iterator[tuple[ast.AST, str]]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             path = _self_rooted(node.func.value, me)
             if path and path[0] != "base_lrs" and _is_mutating_method(node.func.attr):
-                yield node, (f"{label} mutates `{_source(node.func.value)}` "
+                yield node, (f"{label} mutates `{source_snippet(node.func.value)}` "
                              f"(`.{node.func.attr}(...)`), {why}")
 
 
@@ -611,7 +602,7 @@ def python_number_returns(reach: Reach, analysis: SchedulerAnalysis
         if node.value is None:
             continue
         if numbers.number(node.value):
-            yield node.value, (f"{label} returns a Python number (`{_source(node.value)}`) "
+            yield node.value, (f"{label} returns a Python number (`{source_snippet(node.value)}`) "
                                f"instead of a tensor; {fix}")
             continue
         helper = _returned_self_call(node.value, numbers.me)

@@ -54,6 +54,15 @@ def dotted_name(node: ast.expr) -> str | None:
     return None
 
 
+def source_snippet(node: ast.AST, limit: int = 60) -> str:
+    """The source of an expression for a message, on one line, shortened to `limit`."""
+    try:
+        text = " ".join(ast.unparse(node).split())
+    except Exception:  # unparse can fail on malformed synthetic trees
+        return "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 @dataclass
 class FunctionInfo:
     name: str

@@ -18,7 +18,9 @@ from enum import Enum
 from functools import cached_property
 from typing import Iterator, Union
 
-from cslint.semantic.module_index import ClassInfo, FunctionInfo, ModuleIndex, dotted_name
+from cslint.semantic.module_index import (
+    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, source_snippet,
+)
 from cslint.semantic.project import ClassRef, ProjectIndex
 
 EAGER_CREATION_OPS = frozenset({
@@ -241,7 +243,6 @@ class OptimizerStateAnalysis:
     # ---- one context -----------------------------------------------------------
 
     def _analyse_context(self, ref: ClassRef) -> list[StateEvent]:
-        project = self.project
         context = _Context(ref)
         events: list[StateEvent] = []
         visited: set[tuple] = set()
@@ -642,7 +643,7 @@ class _FunctionWalker:
                 self.context.open_keys = True
             return
         self.report("CS101", node, (
-            f"`{_source(node)}` binds a parameter's state to a new dict in "
+            f"`{source_snippet(node)}` binds a parameter's state to a new dict in "
             f"{self._where()}; create every state tensor in preinitialize() and only "
             "update it in place afterwards"))
 
@@ -719,7 +720,7 @@ class _FunctionWalker:
         return None
 
     def param_state_for(self, index: ast.expr) -> ParamState:
-        label = _source(index)
+        label = source_snippet(index)
         if label not in self.param_states:
             self.param_states[label] = ParamState(label)
         return self.param_states[label]
@@ -953,7 +954,7 @@ class _FunctionWalker:
                 f"preinitialize() and only update it in place in step()")
 
     def _rebind_message(self, key: str | None, key_node: ast.AST) -> str:
-        name = f'state["{key}"]' if key else f"state[{_source(key_node)}]"
+        name = f'state["{key}"]' if key else f"state[{source_snippet(key_node)}]"
         return (f"{name} is rebound to a new tensor in {self._where()}; update it in place "
                 f"(e.g. {name}.mul_(beta).add_(g) or {name}.copy_(new_value)) so the "
                 "traced graph keeps one state tensor")
@@ -997,14 +998,6 @@ def _compare_means_empty(op: ast.cmpop, number: int) -> bool | None:
         if isinstance(op, ast.GtE):
             return False
     return None
-
-
-def _source(node: ast.AST) -> str:
-    try:
-        text = ast.unparse(node)
-    except Exception:  # unparse can fail on malformed synthetic trees
-        return "..."
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def iter_events(analysis: OptimizerStateAnalysis, code: str, module: ModuleIndex

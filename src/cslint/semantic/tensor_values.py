@@ -19,7 +19,9 @@ from typing import Iterable, Union
 
 from cslint.diagnostics import Fix
 from cslint.fixes import SCALED_METHODS, scale_first_argument_fix
-from cslint.semantic.module_index import ClassInfo, FunctionInfo, ModuleIndex, dotted_name
+from cslint.semantic.module_index import (
+    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, source_snippet,
+)
 from cslint.semantic.project import ClassRef, ProjectIndex
 
 CLOSED_FORMS = ("_get_closed_form_lr", "_get_closed_form", "get_lr")
@@ -215,20 +217,12 @@ class _Text:
         self.parts = parts
 
     def __str__(self) -> str:
-        return self.template.format(*(p if isinstance(p, str) else _source(p)
+        return self.template.format(*(p if isinstance(p, str) else source_snippet(p)
                                       for p in self.parts))
 
 
 def _src(node: ast.AST) -> _Text:
     return _Text("{}", node)
-
-
-def _source(node: ast.AST, limit: int = 50) -> str:
-    try:
-        text = ast.unparse(node)
-    except Exception:  # unparse can fail on odd trees
-        return "..."
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # ---- results ---------------------------------------------------------------------------
@@ -378,7 +372,7 @@ class TensorValueAnalysis:
 
     def _input_value(self, arg: ast.arg, default: ast.expr | None, source: str) -> Value:
         if arg.annotation is not None:
-            annotation = _source(arg.annotation, 80).replace("typing.", "")
+            annotation = source_snippet(arg.annotation, 80).replace("typing.", "")
             if annotation in NON_TENSOR_ANNOTATIONS or annotation.startswith(("Optional[int",
                                                                              "Literal")):
                 return None
@@ -413,7 +407,7 @@ class TensorValueAnalysis:
                 qualified.rsplit(".", 1)[-1][:1].isupper():
             name = qualified.rsplit(".", 1)[-1]
             if name in ("Parameter", "Buffer"):
-                return Tensor(True, (f"`{_source(call)}` is a module parameter",))
+                return Tensor(True, (f"`{source_snippet(call)}` is a module parameter",))
             if name in ("ModuleList", "Sequential", "ModuleDict"):
                 return Marker("module_list") if name != "Sequential" else Marker("module")
             return Marker("module")
@@ -1123,7 +1117,7 @@ class _Walker:
     @staticmethod
     def why(node: ast.AST, value: Tensor) -> str:
         chain = " <- ".join(map(str, value.why[:3]))
-        return f"`{_source(node)}` is a device tensor ({chain})"
+        return f"`{source_snippet(node)}` is a device tensor ({chain})"
 
     def message_truth(self, node: ast.AST, value: Tensor) -> str:
         where = {"CS201": "an `if` condition", "CS202": "a `while` condition",
@@ -1151,13 +1145,13 @@ class _Walker:
                 "fold it into tensor arithmetic instead (e.g. p.add_(-scale * g))")
 
     def message_scheduled(self, node: ast.AST, value: Tensor, position: str) -> str:
-        return (f"{position} needs a Python number but `{_source(node)}` comes from a "
+        return (f"{position} needs a Python number but `{source_snippet(node)}` comes from a "
                 "scheduled hyperparameter, which is a tensor on the system "
                 f"({' <- '.join(map(str, value.why[:3]))}); multiply instead: "
                 "p.add_(-lr * grad), p.addcdiv_(-lr * m, denom)")
 
     def message_mask(self, node: ast.AST, index: ast.AST) -> str:
-        return (f"`{_source(node)}` selects with a boolean mask `{_source(index)}`: the result's "
+        return (f"`{source_snippet(node)}` selects with a boolean mask `{source_snippet(index)}`: the result's "
                 "shape depends on tensor values, which a static graph cannot hold; use "
                 "torch.where(mask, x, 0) or multiply by the mask")
 
@@ -1572,7 +1566,7 @@ class _CallEvaluator:
                         self.walker.report_scalar(item_node, item, position)
 
     def message_shape(self, name: str) -> str:
-        return (f"`{_source(self.node)}` ({name}) gives a result whose shape depends on tensor "
+        return (f"`{source_snippet(self.node)}` ({name}) gives a result whose shape depends on tensor "
                 "values, which a static graph cannot hold; use torch.where(cond, a, b) or "
                 "multiply by a mask")
 
