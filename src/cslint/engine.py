@@ -68,7 +68,7 @@ def _load(path: Path, shown: str, raw: bytes | None = None) -> _Loaded:
         else SourceFile.read(path, shown)
     tree = source.parse()
     try:
-        module = build_module_index(tree, path, shown)
+        module = build_module_index(tree, path, shown, source_lines=source.lines)
     except RecursionError:
         raise InputError(shown, "too deeply nested to analyse") from None
     return _Loaded(source, module)

@@ -78,6 +78,15 @@ class FunctionInfo:
     def path(self) -> str:
         return self.module.display_path
 
+    def mentions(self, word: str) -> bool:
+        """Whether `word` appears in the function's source text (True when the text is
+        unknown): a cheap, conservative prefilter before walking the tree."""
+        lines = self.module.source_lines
+        if not lines:
+            return True
+        start, end = self.node.lineno - 1, getattr(self.node, "end_lineno", None)
+        return any(word in line for line in lines[start:end])
+
     def parameter_names(self) -> list[str]:
         args = self.node.args
         return [a.arg for a in (*args.posonlyargs, *args.args)]
@@ -115,6 +124,8 @@ class ModuleIndex:
     # Functions defined inside other functions (e.g. a `@cstorch.trace` step in main()),
     # with the function that encloses each.
     nested_functions: list[tuple[FunctionInfo, ast.AST]] = field(default_factory=list)
+    # The source lines (shared with the SourceFile, not copied), for text prefilters.
+    source_lines: list[str] = field(default_factory=list, repr=False)
 
     @property
     def imports_cstorch(self) -> bool:
@@ -179,12 +190,13 @@ def _function_info(node, module: "ModuleIndex", qualname: str, class_name: str |
 
 
 def build_module_index(tree: ast.Module, path: Path, display_path: str,
-                       module_name: str | None = None) -> ModuleIndex:
+                       module_name: str | None = None,
+                       source_lines: list[str] | None = None) -> ModuleIndex:
     name, is_package = module_name_for(path)
     name = module_name or name
     index = ModuleIndex(path=path, display_path=display_path, name=name, is_package=is_package,
                         imports={}, star_imports=[], classes={}, top_level_classes={},
-                        functions={}, tree=tree)
+                        functions={}, tree=tree, source_lines=source_lines or [])
     _collect(index, tree)
     return index
 

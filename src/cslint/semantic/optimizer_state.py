@@ -129,7 +129,14 @@ def _join(a: Value, b: Value) -> Value:
 
 
 def _join_envs(a: dict[str, Value], b: dict[str, Value]) -> dict[str, Value]:
-    return {k: _join(a.get(k), b.get(k)) for k in a.keys() | b.keys()}
+    """Names after two branches: most keep the same value, so join only what differs."""
+    result = dict(a)
+    for name, value in b.items():
+        if result.get(name) is not value:
+            result[name] = _join(result.get(name), value)
+    for name in a.keys() - b.keys():
+        result[name] = _join(a[name], None)
+    return result
 
 
 # ---- results -----------------------------------------------------------------
@@ -182,7 +189,7 @@ class OptimizerStateAnalysis:
         self.errors: list[tuple[ModuleIndex, str]] = []
         # Per context class (by id of its ref): the state keys its preinitialize creates.
         self.created_keys: dict[int, tuple[frozenset[str], bool]] = {}
-        self._mentions: dict[int, bool] = {}
+        self._calls: dict[int, list[ast.Call]] = {}
         # Walks that did not depend on their class: (calls made, how `self.x` resolved).
         self._context_free_calls: dict[tuple, tuple[list[_Call], list[tuple]]] = {}
         self._global_step: dict[int, bool] = {}
@@ -268,7 +275,13 @@ class OptimizerStateAnalysis:
                 walker = _FunctionWalker(self, context, call, events)
                 reported = len(events)
                 try:
-                    walker.walk()
+                    # Restoration writes no findings, and a function that cannot see
+                    # state matters only through what it calls; for other methods not
+                    # even that: each method of the class is an entry of its own.
+                    if call.role is not Role.RESTORE and self._holds_state(call):
+                        walker.walk()
+                    elif call.role is not Role.OTHER:
+                        walker.scan_calls()
                 except RecursionError:
                     self.errors.append((call.function.module, "too deeply nested to analyse"))
                     continue
@@ -296,18 +309,18 @@ class OptimizerStateAnalysis:
         self.created_keys[id(ref)] = (frozenset(context.created_keys), context.open_keys)
         return events
 
-    def _mentions_state(self, function: FunctionInfo) -> bool:
-        """Whether a function names `.state`, or calls through self or super() (and so may
-        reach code that does): a prefilter computed once per function."""
+    def _calls_in(self, function: FunctionInfo) -> list[ast.Call]:
         key = id(function)
-        if key not in self._mentions:
-            self._mentions[key] = any(
-                isinstance(node, ast.Attribute) and (node.attr == "state" or (
-                    isinstance(node.value, ast.Name) and node.value.id == "self"))
-                or (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                    and node.func.id == "super")
-                for node in ast.walk(function.node))
-        return self._mentions[key]
+        if key not in self._calls:
+            self._calls[key] = [n for n in ast.walk(function.node) if isinstance(n, ast.Call)]
+        return self._calls[key]
+
+    @staticmethod
+    def _mentions_state(function: FunctionInfo) -> bool:
+        """Whether a function may reach optimizer state: its text names `.state`, or it
+        calls through `self` or `super()` (a textual, conservative prefilter)."""
+        return function.mentions(".state") or function.mentions("self") or \
+            function.mentions("super(")
 
     def _may_touch_state(self, call: _Call) -> bool:
         """A function given no optimizer or state value that never names `.state` nor
@@ -315,6 +328,13 @@ class OptimizerStateAnalysis:
         if any(_signature(b) is not None for b in call.bindings):
             return True
         return self._mentions_state(call.function)
+
+    def _holds_state(self, call: _Call) -> bool:
+        """Whether a function can see optimizer state: it names `.state`, or an argument
+        is state (the optimizer itself only counts through `.state`)."""
+        if any(_signature(b) is not None and b is not OPTIMIZER for b in call.bindings):
+            return True
+        return call.function.mentions(".state")
 
     def _same_resolutions(self, ref: ClassRef, resolutions: list[tuple]) -> bool:
         for name, after_name, function_id in resolutions:
@@ -439,6 +459,29 @@ class _FunctionWalker:
 
     def report(self, code: str, node: ast.AST, message: str) -> None:
         self.events.append(StateEvent(code, self.function, node, message))
+
+    def scan_calls(self) -> None:
+        """Only the calls, for a function that cannot see state itself: which methods and
+        functions it reaches, with the optimizer where it passes `self` on."""
+        optimizer_names = {name for name, value in zip(self.function.parameter_names(),
+                                                        self.call.bindings)
+                           if value is OPTIMIZER}
+
+        def value_of(node: ast.expr) -> Value:
+            return OPTIMIZER if isinstance(node, ast.Name) and node.id in optimizer_names \
+                else None
+
+        for node in self.analysis._calls_in(self.function):
+            args = [value_of(a) for a in node.args]
+            keywords = {k.arg: value_of(k.value) for k in node.keywords}
+            func = node.func
+            if isinstance(func, ast.Attribute) and value_of(func.value) is OPTIMIZER:
+                self.enqueue_method(self.context.ref, func.attr, node, args, keywords,
+                                    bound=True)
+            elif isinstance(func, ast.Attribute) and _is_super_call(func.value):
+                self.enqueue_super(func.attr, node, args, keywords)
+            elif isinstance(func, (ast.Name, ast.Attribute)):
+                self.enqueue_function(func, node, args, keywords)
 
     # ---- statements ---------------------------------------------------------------
 

@@ -170,7 +170,14 @@ def join(a: Value, b: Value) -> Value:
 
 
 def join_envs(a: dict, b: dict) -> dict:
-    return {k: join(a.get(k), b.get(k)) for k in a.keys() | b.keys()}
+    """Names after two branches: most keep the same value, so join only what differs."""
+    result = dict(a)
+    for name, value in b.items():
+        if result.get(name) is not value:
+            result[name] = join(result.get(name), value)
+    for name in a.keys() - b.keys():
+        result[name] = join(a[name], None)
+    return result
 
 
 def combine(values: Iterable[Value], step) -> Value:
@@ -519,6 +526,15 @@ class TensorValueAnalysis:
             self._merged_facts[id(ref)] = cached
         return cached
 
+    @cached_property
+    def python_keys_anywhere(self) -> frozenset[str]:
+        """State keys any optimizer class of the project stores Python numbers under."""
+        keys: set[str] = set()
+        for ref in self.project.project_classes:
+            if ref.info is not None and self.project.kinds(ref).optimizer:
+                keys |= self._facts_of_class(ref.info, ref)[1]
+        return frozenset(keys)
+
     def attributes_of(self, ref: ClassRef) -> dict[str, Value]:
         return self._merged(ref)[0]
 
@@ -814,8 +830,8 @@ class _Walker:
     def assign(self, target: ast.expr, value: Value, value_node: ast.expr) -> None:
         if isinstance(target, ast.Name):
             if isinstance(value, Tensor):
-                value = replace(value, why=(_Text("{} = {}", target.id, value_node),
-                                            *value.why)[:4])
+                value = Tensor(value.device, (_Text("{} = {}", target.id, value_node),
+                                              *value.why)[:4], value.scheduled, value.boolean)
             self.env[target.id] = value
         elif isinstance(target, (ast.Tuple, ast.List)):
             starred = next((i for i, e in enumerate(target.elts)
@@ -879,9 +895,9 @@ class _Walker:
     def eval(self, node: ast.expr | None) -> Value:
         if node is None:
             return None
-        method = getattr(self, "eval_" + type(node).__name__, None)
+        method = _EVALUATORS.get(type(node))
         if method is not None:
-            return method(node)
+            return method(self, node)
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
                 self.eval(child)
@@ -904,8 +920,8 @@ class _Walker:
         if isinstance(base, Tensor):
             if attr in METADATA_ATTRIBUTES:
                 return None
-            return replace(base, why=(_src(node), *base.why)[:4],
-                           boolean=base.boolean and attr in ("data", "T", "mT"))
+            return Tensor(base.device, (_src(node), *base.why)[:4], base.scheduled,
+                          base.boolean and attr in ("data", "T", "mT"))
         if isinstance(base, Marker):
             return self.marker_attribute(base, attr, node)
         if isinstance(base, Container) and attr in ("data",):
@@ -960,10 +976,12 @@ class _Walker:
             if base.kind == "state_map":
                 return Marker("param_state")
             if base.kind == "param_state":
-                if self.ref is not None:
+                # Only a key some class stores a Python number under makes the answer
+                # depend on the class.
+                if key in self.analysis.python_keys_anywhere:
                     self.analysis._note_class_use(True)
-                if key in self.analysis.python_state_keys(self.ref):
-                    return None
+                    if key in self.analysis.python_state_keys(self.ref):
+                        return None
                 return Tensor(True, (_Text("`{}` is optimizer state", node),))
             if base.kind == "module_list":
                 return Marker("module")
@@ -1154,6 +1172,14 @@ class _Walker:
         return (f"`{source_snippet(node)}` selects with a boolean mask `{source_snippet(index)}`: the result's "
                 "shape depends on tensor values, which a static graph cannot hold; use "
                 "torch.where(mask, x, 0) or multiply by the mask")
+
+
+# Expression type -> the walker method that evaluates it (one dict lookup per node).
+_EVALUATORS = {
+    getattr(ast, name[len("eval_"):]): function
+    for name, function in vars(_Walker).items()
+    if name.startswith("eval_") and hasattr(ast, name[len("eval_"):])
+}
 
 
 def _names_bool_dtype(call: ast.Call) -> bool:
