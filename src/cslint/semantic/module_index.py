@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 # The runtime reference mirrors cerebras.pytorch under another root.
@@ -63,6 +63,23 @@ def source_snippet(node: ast.AST, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def statements_and_calls(function: ast.AST) -> list[ast.AST]:
+    """Every statement of a function (nested blocks included) and the calls that are
+    whole statements or whole assigned values (`self.register_buffer(...)`,
+    `x = state.setdefault("k", 0)`)."""
+    result: list[ast.AST] = []
+    stack = list(getattr(function, "body", []))
+    while stack:
+        node = stack.pop()
+        result.append(node)
+        value = getattr(node, "value", None)
+        if isinstance(value, ast.Call):
+            result.append(value)
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            stack.extend(getattr(node, name, ()) or ())
+    return result
+
+
 @dataclass
 class FunctionInfo:
     name: str
@@ -81,11 +98,15 @@ class FunctionInfo:
     def mentions(self, word: str) -> bool:
         """Whether `word` appears in the function's source text (True when the text is
         unknown): a cheap, conservative prefilter before walking the tree."""
+        text = self.source_text
+        return text is None or word in text
+
+    @cached_property
+    def source_text(self) -> str | None:
         lines = self.module.source_lines
         if not lines:
-            return True
-        start, end = self.node.lineno - 1, getattr(self.node, "end_lineno", None)
-        return any(word in line for line in lines[start:end])
+            return None
+        return "\n".join(lines[self.node.lineno - 1:getattr(self.node, "end_lineno", None)])
 
     def parameter_names(self) -> list[str]:
         args = self.node.args

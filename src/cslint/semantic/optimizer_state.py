@@ -19,7 +19,7 @@ from functools import cached_property
 from typing import Iterator, Union
 
 from cslint.semantic.module_index import (
-    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, source_snippet,
+    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, source_snippet, statements_and_calls,
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
 
@@ -388,15 +388,17 @@ class OptimizerStateAnalysis:
             if init is None or self.project.is_machinery(entry):
                 continue
             if id(init) not in self._global_step:
-                self._global_step[id(init)] = _init_enables_global_step(init)
+                self._global_step[id(init)] = init.mentions("__init__(") and \
+                    _init_enables_global_step(init)
             if self._global_step[id(init)]:
                 return True
         return False
 
 
 def _init_enables_global_step(init: FunctionInfo) -> bool:
-    """Whether an `__init__` passes a true `enable_global_step` to a base `__init__`."""
-    for node in ast.walk(init.node):
+    """Whether an `__init__` passes a true `enable_global_step` to a base `__init__`
+    (a statement-level call, `super().__init__(params, defaults, enable_global_step=True)`)."""
+    for node in statements_and_calls(init.node):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) \
                 or node.func.attr != "__init__":
             continue

@@ -96,6 +96,7 @@ class ProjectIndex:
         self._unknown_refs: dict[str, ClassRef] = {}
         self._resolving: set[str] = set()
         self._machinery: dict[int, str | None] = {}
+        self._resolved_in_module: dict[tuple[int, str], Symbol | None] = {}
         self._mro: dict[int, list[ClassRef]] = {}
         self._ancestor_names: dict[int, frozenset[str]] = {}
 
@@ -175,6 +176,14 @@ class ProjectIndex:
         return None, None
 
     def resolve_in_module(self, module: ModuleIndex, dotted: str) -> Symbol | None:
+        """What a dotted name written in `module` refers to (memoised: every call site
+        of a name asks again)."""
+        key = (id(module), dotted)
+        if key not in self._resolved_in_module:
+            self._resolved_in_module[key] = self._resolve_in_module(module, dotted)
+        return self._resolved_in_module[key]
+
+    def _resolve_in_module(self, module: ModuleIndex, dotted: str) -> Symbol | None:
         qualified = module.qualify(dotted)
         if qualified is None:
             for star in module.star_imports:

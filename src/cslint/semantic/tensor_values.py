@@ -20,7 +20,7 @@ from typing import Iterable, Union
 from cslint.diagnostics import Fix
 from cslint.fixes import SCALED_METHODS, scale_first_argument_fix
 from cslint.semantic.module_index import (
-    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, source_snippet,
+    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, source_snippet, statements_and_calls,
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
 
@@ -487,7 +487,7 @@ class TensorValueAnalysis:
         for method in info.methods.values():
             # Statements, and the calls they make directly, hold every fact we want here:
             # far fewer nodes than a walk over every expression.
-            nodes = _statements_and_calls(method.node)
+            nodes = statements_and_calls(method.node)
             python_keys |= _python_valued_keys(nodes)
             for node in nodes:
                 if isinstance(node, ast.Assign) and len(node.targets) == 1:
@@ -618,23 +618,6 @@ def is_torch_library(qualified: str | None) -> bool:
 def internal_error(where: str, error: Exception) -> str:
     return (f"internal error while analysing {where} ({type(error).__name__}: {error}); "
             "other files were checked; please report this")
-
-
-def _statements_and_calls(function: ast.AST) -> list[ast.AST]:
-    """Every statement of a function (nested blocks included) and the calls that are
-    whole statements or whole assigned values (`self.register_buffer(...)`,
-    `x = state.setdefault("k", 0)`)."""
-    result: list[ast.AST] = []
-    stack = list(getattr(function, "body", []))
-    while stack:
-        node = stack.pop()
-        result.append(node)
-        value = getattr(node, "value", None)
-        if isinstance(value, ast.Call):
-            result.append(value)
-        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
-            stack.extend(getattr(node, name, ()) or ())
-    return result
 
 
 def _self_structure(node: ast.expr) -> Value:
