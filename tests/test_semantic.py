@@ -286,3 +286,20 @@ def test_project_root_stops_at_installed_packages(tmp_path):
     assert find_project_root([site / "torch" / "optim" / "adam.py"]) == site / "torch"
     assert find_project_root([site]) == site
     assert find_project_root([tmp_path / "lib"]) == tmp_path
+
+
+def test_star_import_chains_resolve_once(tmp_path):
+    """Every module star-imports every earlier one (sympy does this widely): resolving a
+    name that none defines must not walk every path through the chain (2**18 here)."""
+    files = {"pkg/__init__.py": ""}
+    for i in range(18):
+        earlier = "".join(f"from .m{j} import *\n" for j in range(i))
+        files[f"pkg/m{i}.py"] = earlier + f"def f{i}():\n    pass\n"
+    files["pkg/user.py"] = ("from .m17 import *\nimport cerebras.pytorch as cstorch\n\n"
+                            "class Opt(Missing, cstorch.optim.Optimizer):\n    pass\n")
+    write(tmp_path, files)
+    project = index(tmp_path, *sorted(files))
+    ref = next(r for r in project.project_classes if r.short_name == "Opt")
+    assert project.kinds(ref).cstorch_optimizer
+    assert project.has_unknown_ancestor(ref)  # `Missing` resolves to nothing, quickly
+    assert isinstance(project.resolve("pkg.user.f3"), type(project.resolve("pkg.m3.f3")))

@@ -95,6 +95,7 @@ class ProjectIndex:
         self._refs: dict[int, ClassRef] = {}
         self._unknown_refs: dict[str, ClassRef] = {}
         self._resolving: set[str] = set()
+        self._resolved: dict[tuple[str, int | None], Symbol | None] = {}
         self._machinery: dict[int, str | None] = {}
         self._resolved_in_module: dict[tuple[int, str], Symbol | None] = {}
         self._mro: dict[int, list[ClassRef]] = {}
@@ -127,14 +128,21 @@ class ProjectIndex:
         return candidates[0]
 
     def resolve(self, qualname: str, origin: ModuleIndex | None = None) -> Symbol | None:
-        """The project or official definition a qualified name refers to."""
+        """The project or official definition a qualified name refers to. Memoised: chains
+        of star imports (`from .core import *` in every package of sympy) would otherwise
+        explore every path through them again for each name."""
+        key = (qualname, id(origin) if origin is not None else None)
+        if key in self._resolved:
+            return self._resolved[key]
         if qualname in self._resolving:
             return None  # star imports that import each other
         self._resolving.add(qualname)
         try:
-            return self._resolve(qualname, origin)
+            found = self._resolve(qualname, origin)
         finally:
             self._resolving.discard(qualname)
+        self._resolved[key] = found
+        return found
 
     def _resolve(self, qualname: str, origin: ModuleIndex | None) -> Symbol | None:
         seen: set[str] = set()
