@@ -152,7 +152,14 @@ class SchedulerAnalysis:
         return reached
 
     def in_module(self, module: ModuleIndex) -> list[Reach]:
-        return [r for r in self.reached.values() if r.function.module is module]
+        return self._reached_by_module.get(id(module), [])
+
+    @cached_property
+    def _reached_by_module(self) -> dict[int, list[Reach]]:
+        grouped: dict[int, list[Reach]] = {}
+        for reach in self.reached.values():
+            grouped.setdefault(id(reach.function.module), []).append(reach)
+        return grouped
 
     def driven_keys(self, ref: ClassRef, cstorch: bool) -> set[str]:
         if not cstorch:

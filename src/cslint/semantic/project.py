@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import Protocol, Union
 
 from cslint.config import Config, Version
@@ -363,12 +362,6 @@ class ProjectIndex:
             for base in self.bases(ref):
                 result.setdefault(id(base), []).append(ref)
         return result
-
-    def module_for_path(self, path: Path) -> ModuleIndex | None:
-        for module in self.modules:
-            if module.path == path:
-                return module
-        return None
 
 
 def _c3_merge(sequences: list[list[ClassRef]]) -> list[ClassRef]:
