@@ -95,6 +95,7 @@ class ProjectIndex:
         self._unknown_refs: dict[str, ClassRef] = {}
         self._resolving: set[str] = set()
         self._resolved: dict[tuple[str, int | None], Symbol | None] = {}
+        self._star_bindings: dict[tuple[int, str], str | None] = {}
         self._machinery: dict[int, str | None] = {}
         self._resolved_in_module: dict[tuple[int, str], Symbol | None] = {}
         self._mro: dict[int, list[ClassRef]] = {}
@@ -175,12 +176,41 @@ class ProjectIndex:
                 return module.functions[head], None
             if head in module.imports:
                 return None, module.imports[head] + suffix
-            for star in module.star_imports:
-                candidate = f"{star}.{head}{suffix}"
-                if self.resolve(candidate, module) is not None:
-                    return None, candidate
-            return None, None
+            target = self.star_binding(module, head)
+            return None, (target + suffix) if target else None
         return None, None
+
+    def star_binding(self, module: ModuleIndex, name: str) -> str | None:
+        """The qualified name `name` has in `module` through its star imports, searched
+        breadth-first over the star-import graph and memoised per (module, name): sympy's
+        packages star-import each other hundreds of modules deep."""
+        key = (id(module), name)
+        if key in self._star_bindings:
+            return self._star_bindings[key]
+        result = None
+        seen = {id(module)}
+        frontier = list(module.star_imports)
+        while frontier and result is None:
+            star = frontier.pop(0)
+            sources = self.modules_named(star)
+            if not sources and self.official.lookup(canonical(f"{star}.{name}")) is not None:
+                result = f"{star}.{name}"  # `from cerebras.pytorch.optim import *`
+            for source in sources:
+                if id(source) in seen:
+                    continue
+                seen.add(id(source))
+                if name in source.top_level_classes:
+                    result = source.top_level_classes[name]
+                elif name in source.functions:
+                    result = source.functions[name].qualname
+                elif name in source.imports:
+                    result = source.imports[name]
+                else:
+                    frontier.extend(source.star_imports)
+                    continue
+                break
+        self._star_bindings[key] = result
+        return result
 
     def resolve_in_module(self, module: ModuleIndex, dotted: str) -> Symbol | None:
         """What a dotted name written in `module` refers to (memoised: every call site
@@ -193,11 +223,11 @@ class ProjectIndex:
     def _resolve_in_module(self, module: ModuleIndex, dotted: str) -> Symbol | None:
         qualified = module.qualify(dotted)
         if qualified is None:
-            for star in module.star_imports:
-                found = self.resolve(f"{star}.{dotted}", module)
-                if found is not None:
-                    return found
-            return None
+            head, _, rest = dotted.partition(".")
+            target = self.star_binding(module, head)
+            if target is None:
+                return None
+            return self.resolve(f"{target}.{rest}" if rest else target, module)
         return self.resolve(qualified, module)
 
     def qualified_name(self, module: ModuleIndex, dotted: str) -> str | None:
