@@ -482,14 +482,14 @@ class TensorValueAnalysis:
         if cached is not None:
             return cached
         values: dict[str, Value] = {}
-        python_keys: set[str] = set()
         module = info.module
+        python_keys = set(self._python_keys_of_class(info))
         for method in info.methods.values():
+            if not method.mentions("self."):
+                continue  # sets up no `self.X`
             # Statements, and the calls they make directly, hold every fact we want here:
             # far fewer nodes than a walk over every expression.
-            nodes = statements_and_calls(method.node)
-            python_keys |= _python_valued_keys(nodes)
-            for node in nodes:
+            for node in statements_and_calls(method.node):
                 if isinstance(node, ast.Assign) and len(node.targets) == 1:
                     target = node.targets[0]
                     if isinstance(target, ast.Attribute) and \
@@ -532,8 +532,22 @@ class TensorValueAnalysis:
         keys: set[str] = set()
         for ref in self.project.project_classes:
             if ref.info is not None and self.project.kinds(ref).optimizer:
-                keys |= self._facts_of_class(ref.info, ref)[1]
+                keys |= self._python_keys_of_class(ref.info)
         return frozenset(keys)
+
+    def _python_keys_of_class(self, info: ClassInfo) -> frozenset[str]:
+        cached = self._python_keys_cache.get(id(info))
+        if cached is None:
+            keys: set[str] = set()
+            for method in info.methods.values():
+                if method.mentions("state"):
+                    keys |= _python_valued_keys(statements_and_calls(method.node))
+            cached = self._python_keys_cache[id(info)] = frozenset(keys)
+        return cached
+
+    @cached_property
+    def _python_keys_cache(self) -> dict[int, frozenset[str]]:
+        return {}
 
     def attributes_of(self, ref: ClassRef) -> dict[str, Value]:
         return self._merged(ref)[0]
