@@ -443,6 +443,7 @@ class _FunctionWalker:
         self.statement_counter = 0
         self.lost_candidates: list[tuple[ast.AST, str, StateTensor, int]] = []
         self.wrote_state = False  # whether a decision here depended on the class's keys
+        self.handed_in: dict[str, StateTensor] = {}
         self.resolutions: list[tuple] = []  # (method, after class, function id) looked up
 
     # ---- driver ----------------------------------------------------------------
@@ -452,6 +453,10 @@ class _FunctionWalker:
         names = self.function.parameter_names()
         for name, value in zip(names, self.call.bindings):
             self.env[name] = value
+        # State tensors handed in by the caller: rebinding such a parameter computes a new
+        # value from it (an orthogonalisation, a bias correction); it loses no update.
+        self.handed_in = {name: value for name, value in zip(names, self.call.bindings)
+                          if isinstance(value, StateTensor)}
         self.block(node.body)
         if self.call.role is Role.STEP:
             for node, name, tensor, when in self.lost_candidates:
@@ -568,7 +573,8 @@ class _FunctionWalker:
         if isinstance(target, ast.Name):
             previous = self.env.get(target.id)
             if (isinstance(previous, StateTensor) and isinstance(value, Derived)
-                    and value.source == previous):
+                    and value.source == previous
+                    and self.handed_in.get(target.id) is not previous):
                 self.lost_candidates.append((statement, target.id, previous,
                                              self.statement_counter))
             self.env[target.id] = value

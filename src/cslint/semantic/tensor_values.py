@@ -541,7 +541,8 @@ class TensorValueAnalysis:
             keys: set[str] = set()
             for method in info.methods.values():
                 if method.mentions("state"):
-                    keys |= _python_valued_keys(statements_and_calls(method.node))
+                    keys |= _python_valued_keys(statements_and_calls(method.node),
+                                                _number_parameters(method.node))
             cached = self._python_keys_cache[id(info)] = frozenset(keys)
         return cached
 
@@ -581,6 +582,33 @@ class TensorValueAnalysis:
         return None
 
 
+def _non_tensor_parameters(function: ast.AST) -> frozenset[str]:
+    """Parameters annotated with a non-tensor type (`num_steps: int = 5`)."""
+    args = function.args
+    return frozenset(
+        arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+        if arg.annotation is not None
+        and source_snippet(arg.annotation, 80).replace("typing.", "") in NON_TENSOR_ANNOTATIONS)
+
+
+def _number_parameters(function: ast.AST) -> set[str]:
+    """Parameters annotated `int`/`float` or given a number as default."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]],
+                        args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d})
+    numbers = set()
+    for arg in (*positional, *args.kwonlyargs):
+        annotation = source_snippet(arg.annotation, 40) if arg.annotation is not None else ""
+        default = defaults.get(arg.arg)
+        if annotation in ("int", "float") or (
+                isinstance(default, ast.Constant) and isinstance(default.value, (int, float))
+                and not isinstance(default.value, bool)):
+            numbers.add(arg.arg)
+    return numbers
+
+
 def _is_python_number(node: ast.expr, numbers: set[str]) -> bool:
     if isinstance(node, ast.Constant):
         return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
@@ -593,11 +621,11 @@ def _is_python_number(node: ast.expr, numbers: set[str]) -> bool:
     return False
 
 
-def _python_valued_keys(nodes: list[ast.AST]) -> set[str]:
-    """Literal state keys written with Python numbers in one function, given all its
-    nodes (a syntactic scan: constants, float()/int() results and names bound only to
-    such values)."""
-    numbers: set[str] = set()
+def _python_valued_keys(nodes: list[ast.AST], parameters: set[str] = frozenset()) -> set[str]:
+    """Literal state keys written with Python numbers in one function, given its nodes
+    (a syntactic scan: constants, float()/int() results, names bound only to such values,
+    and parameters that are numbers)."""
+    numbers: set[str] = set(parameters)
     not_numbers: set[str] = set()
     for node in nodes:
         if isinstance(node, ast.Assign):
@@ -700,8 +728,13 @@ class _Walker:
         self.ref = ref
         self.env: dict[str, Value] = dict(closure or {})
         names = function.parameter_names()
+        annotated = _non_tensor_parameters(function.node)
         for name, value in zip(names, bindings):
-            self.env[name] = value
+            # A parameter declared `int`, `float`, ... holds no tensor, whatever a call
+            # site seems to pass (a joined function value, a misread starred call), except
+            # a scheduled hyperparameter: `lr: float` is exactly the mistake CS205 is for.
+            scheduled = isinstance(value, Tensor) and value.scheduled
+            self.env[name] = None if name in annotated and not scheduled else value
         # Keyword-only parameters follow the positional ones in `bindings`.
         kwonly = [a.arg for a in function.node.args.kwonlyargs]
         for name, value in zip(kwonly, (*bindings[len(names):], *([None] * len(kwonly)))):
