@@ -18,7 +18,7 @@ from cslint.rules import ModuleContext, Rule, select_rules
 from cslint.semantic.module_index import ModuleIndex, build_module_index, module_name_for
 from cslint.semantic.official import load_official_api
 from cslint.semantic.project import ProjectIndex
-from cslint.source import InputError, SourceFile
+from cslint.source import InputError, SourceFile, internal_error
 from cslint.suppressions import per_file_ignored_codes, scan_suppressions
 
 STDIN = "-"
@@ -139,10 +139,7 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
             result.errors.append(InputError(loaded.source.display_path,
                                             "too deeply nested to analyse"))
         except Exception as error:  # a bug of ours must not stop the other files
-            result.errors.append(InputError(
-                loaded.source.display_path,
-                f"internal error ({type(error).__name__}: {error}); other files were "
-                "checked; please report this"))
+            result.errors.append(InputError(loaded.source.display_path, internal_error(error)))
     checked_ids = {id(m) for m in checked_modules}
     for fact in facts.values():
         for module, problem in getattr(fact, "errors", ()):

@@ -34,6 +34,13 @@ class InputError(Exception):
         return f"{where}: {self.problem}"
 
 
+def internal_error(error: Exception, where: str | None = None) -> str:
+    """The problem line for a bug of ours: the file is reported, the others still checked."""
+    place = f" while analysing {where}" if where else ""
+    return (f"internal error{place} ({type(error).__name__}: {error}); other files were "
+            "checked; please report this")
+
+
 @dataclass
 class SourceFile:
     """A decoded source file, kept as read so fixes can write it back faithfully."""

@@ -20,7 +20,9 @@ from cslint.config import Version
 from cslint.diagnostics import Finding, Severity
 from cslint.rules import ModuleContext, Rule, register
 from cslint.rules.program import torch_equivalents
-from cslint.semantic.module_index import FunctionInfo, ModuleIndex, dotted_name, source_snippet
+from cslint.semantic.module_index import (
+    FunctionInfo, ModuleIndex, dotted_name, is_super_call, source_snippet,
+)
 from cslint.semantic.official import CSTORCH_SCHEDULERS, TORCH_SCHEDULERS
 from cslint.semantic.project import ClassRef, ProjectIndex
 
@@ -242,8 +244,7 @@ class SchedulerAnalysis:
             target = node.value
             if me is not None and isinstance(target, ast.Name) and target.id == me:
                 names.add((node.attr, False))
-            elif isinstance(target, ast.Call) and isinstance(target.func, ast.Name) \
-                    and target.func.id == "super":
+            elif is_super_call(target):
                 names.add((node.attr, True))
         for name, through_super in sorted(names):
             found = self.resolve_self_method(ref, name, after=owner if through_super else None)

@@ -182,10 +182,17 @@ def _resolve_relative(module: str, is_package: bool, level: int, target: str | N
     return base
 
 
-def _decorator_name(node: ast.expr) -> str:
+def decorator_name(node: ast.expr) -> str:
+    """`torch.no_grad` for `@torch.no_grad()` and `@torch.no_grad`."""
     if isinstance(node, ast.Call):
         node = node.func
     return dotted_name(node) or ""
+
+
+def is_super_call(node: ast.expr) -> bool:
+    """`super()` (the receiver of `super().method(...)`)."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "super")
 
 
 _ABSTRACT_DECORATORS = {"abstractmethod", "abc.abstractmethod", "abstractproperty",
@@ -193,7 +200,7 @@ _ABSTRACT_DECORATORS = {"abstractmethod", "abc.abstractmethod", "abstractpropert
 
 
 def _function_info(node, module: "ModuleIndex", qualname: str, class_name: str | None):
-    decorators = tuple(_decorator_name(d) for d in node.decorator_list)
+    decorators = tuple(decorator_name(d) for d in node.decorator_list)
     if "staticmethod" in decorators:
         kind = "staticmethod"
     elif "classmethod" in decorators:

@@ -82,9 +82,6 @@ class OfficialApi:
         qualname = self.aliases.get(qualname, qualname)
         return self.classes.get(qualname)
 
-    def canonical_name(self, qualname: str) -> str:
-        return self.aliases.get(qualname, qualname)
-
 
 @lru_cache(maxsize=1)
 def load_official_api() -> OfficialApi:

@@ -19,7 +19,8 @@ from functools import cached_property
 from typing import Iterator, Union
 
 from cslint.semantic.module_index import (
-    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, source_snippet, statements_and_calls,
+    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, is_super_call, source_snippet,
+    statements_and_calls,
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
 
@@ -407,16 +408,11 @@ def _init_enables_global_step(init: FunctionInfo) -> bool:
                 value = keyword.value
                 if not (isinstance(value, ast.Constant) and not value.value):
                     return True
-        positional = node.args[2:] if _is_super_call(node.func.value) else node.args[3:]
+        positional = node.args[2:] if is_super_call(node.func.value) else node.args[3:]
         if positional and not (isinstance(positional[0], ast.Constant)
                                and not positional[0].value):
             return True
     return False
-
-
-def _is_super_call(node: ast.expr) -> bool:
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id == "super")
 
 
 class _FunctionWalker:
@@ -485,7 +481,7 @@ class _FunctionWalker:
             if isinstance(func, ast.Attribute) and value_of(func.value) is OPTIMIZER:
                 self.enqueue_method(self.context.ref, func.attr, node, args, keywords,
                                     bound=True)
-            elif isinstance(func, ast.Attribute) and _is_super_call(func.value):
+            elif isinstance(func, ast.Attribute) and is_super_call(func.value):
                 self.enqueue_super(func.attr, node, args, keywords)
             elif isinstance(func, (ast.Name, ast.Attribute)):
                 self.enqueue_function(func, node, args, keywords)
@@ -813,7 +809,7 @@ class _FunctionWalker:
                 self.enqueue_method(self.context.ref, method, node, args, keywords, bound=True)
                 self.escape(args, keywords)
                 return None
-            if _is_super_call(func.value):
+            if is_super_call(func.value):
                 self.enqueue_super(method, node, args, keywords)
                 self.escape(args, keywords)
                 return None

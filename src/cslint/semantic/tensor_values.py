@@ -18,9 +18,11 @@ from functools import cached_property
 from typing import Iterable, Union
 
 from cslint.diagnostics import Fix
+from cslint.source import internal_error
 from cslint.fixes import SCALED_METHODS, scale_first_argument_fix
 from cslint.semantic.module_index import (
-    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, source_snippet, statements_and_calls,
+    ClassInfo, FunctionInfo, ModuleIndex, decorator_name, dotted_name, is_super_call,
+    source_snippet, statements_and_calls,
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
 
@@ -133,7 +135,6 @@ class Items:
 
 
 Value = Union[None, Tensor, Marker, Sequence, Container, Function, Items]
-NOTHING: Value = None
 
 
 def _is_device(value: Value) -> bool:
@@ -280,8 +281,8 @@ class TensorValueAnalysis:
             except RecursionError:
                 self.errors.append((entry.function.module, "too deeply nested to analyse"))
             except Exception as error:  # a bug of ours must not stop the other files
-                self.errors.append((entry.function.module, internal_error(entry.description,
-                                                                          error)))
+                self.errors.append((entry.function.module,
+                                    internal_error(error, entry.description)))
         return list(self._events.values())
 
     @cached_property
@@ -378,11 +379,10 @@ class TensorValueAnalysis:
         return tuple(values)
 
     def _input_value(self, arg: ast.arg, default: ast.expr | None, source: str) -> Value:
-        if arg.annotation is not None:
-            annotation = source_snippet(arg.annotation, 80).replace("typing.", "")
-            if annotation in NON_TENSOR_ANNOTATIONS or annotation.startswith(("Optional[int",
-                                                                             "Literal")):
-                return None
+        if arg.annotation is not None and (
+                _declares_non_tensor(arg.annotation) or _annotation_text(arg.annotation)
+                .startswith(("Optional[int", "Literal"))):
+            return None
         if default is not None and not (isinstance(default, ast.Constant)
                                         and default.value is None):
             return None
@@ -582,13 +582,20 @@ class TensorValueAnalysis:
         return None
 
 
+def _annotation_text(annotation: ast.expr) -> str:
+    return source_snippet(annotation, 80).replace("typing.", "")
+
+
+def _declares_non_tensor(annotation: ast.expr) -> bool:
+    return _annotation_text(annotation) in NON_TENSOR_ANNOTATIONS
+
+
 def _non_tensor_parameters(function: ast.AST) -> frozenset[str]:
     """Parameters annotated with a non-tensor type (`num_steps: int = 5`)."""
     args = function.args
     return frozenset(
         arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)
-        if arg.annotation is not None
-        and source_snippet(arg.annotation, 80).replace("typing.", "") in NON_TENSOR_ANNOTATIONS)
+        if arg.annotation is not None and _declares_non_tensor(arg.annotation))
 
 
 def _number_parameters(function: ast.AST) -> set[str]:
@@ -655,11 +662,6 @@ def is_torch_library(qualified: str | None) -> bool:
     project (torch's own source included) may define and we analyse."""
     return qualified is not None and (qualified == "torch" or (
         qualified.startswith("torch.") and not qualified.startswith("torch.optim.")))
-
-
-def internal_error(where: str, error: Exception) -> str:
-    return (f"internal error while analysing {where} ({type(error).__name__}: {error}); "
-            "other files were checked; please report this")
 
 
 def _self_structure(node: ast.expr) -> Value:
@@ -817,7 +819,7 @@ class _Walker:
                 self.eval(node.msg)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             info = FunctionInfo(node.name, f"{self.function.qualname}.<locals>.{node.name}", node,
-                                self.module, None, tuple(_decorator(d) for d in
+                                self.module, None, tuple(decorator_name(d) for d in
                                                          node.decorator_list), False, "function")
             self.env[node.name] = Function(((info, self.ref, dict(self.env), False),))
         elif isinstance(node, ast.ClassDef):
@@ -1017,9 +1019,7 @@ class _Walker:
                 return Marker("module")
             return None
         if isinstance(base, Tensor):
-            if _is_device(index) and index.boolean and base.device:
-                self.report("CS206", node, self.message_mask(node, index_node))
-            elif isinstance(index, Tensor) and index.boolean and base.device:
+            if isinstance(index, Tensor) and index.boolean and base.device:
                 self.report("CS206", node, self.message_mask(node, index_node))
             return Tensor(base.device or _is_device(index),
                           (_src(node), *base.why)[:4], scheduled=base.scheduled)
@@ -1218,12 +1218,6 @@ def _names_bool_dtype(call: ast.Call) -> bool:
                for v in (*call.args, *(k.value for k in call.keywords)))
 
 
-def _decorator(node: ast.expr) -> str:
-    if isinstance(node, ast.Call):
-        node = node.func
-    return dotted_name(node) or ""
-
-
 def _op(op: ast.operator) -> str:
     return {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
             ast.FloorDiv: "//", ast.Mod: "%", ast.MatMult: "@"}.get(type(op), "?")
@@ -1393,8 +1387,7 @@ class _CallEvaluator:
             if isinstance(stored, (Function, Marker)):
                 return stored
             return None
-        if isinstance(self.func.value, ast.Call) and isinstance(self.func.value.func, ast.Name) \
-                and self.func.value.func.id == "super" and walker.ref is not None \
+        if is_super_call(self.func.value) and walker.ref is not None \
                 and walker.function.class_name is not None:
             walker.analysis._note_class_use(True)
             owner = next((e for e in walker.project.mro(walker.ref) if e.info is not None
