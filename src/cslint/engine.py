@@ -211,8 +211,14 @@ def _project_files(targets: list[Target], stdin, exclude: ExcludeMatcher,
     if not anchors:
         return ProjectFiles([])
     root = root or find_project_root(anchors)
-    seen = {a.resolve() for a in anchors}
-    return ProjectFiles([p for p in walk_python_files(root, exclude) if p.resolve() not in seen])
+    # Most walked files are checked files named the same way; resolving (symlinks, `..`)
+    # is needed only for the others.
+    absolute = {a.absolute() for a in anchors}
+    others = [p for p in walk_python_files(root, exclude) if p.absolute() not in absolute]
+    if others:
+        resolved = {a.resolve() for a in anchors}
+        others = [p for p in others if p.resolve() not in resolved]
+    return ProjectFiles(others)
 
 
 def _check_module(loaded: _Loaded, project: ProjectIndex, config: Config, rules: list[Rule],

@@ -100,6 +100,8 @@ class ProjectIndex:
         self._resolved_in_module: dict[tuple[int, str], Symbol | None] = {}
         self._mro: dict[int, list[ClassRef]] = {}
         self._ancestor_names: dict[int, frozenset[str]] = {}
+        self._kinds: dict[int, ClassKinds] = {}
+        self._methods: dict[tuple, MethodLookup | None] = {}
 
     def _add(self, module: ModuleIndex) -> None:
         self.modules.append(module)
@@ -344,14 +346,17 @@ class ProjectIndex:
         return self._ancestor_names[key]
 
     def kinds(self, ref: ClassRef) -> ClassKinds:
-        names = self.ancestor_names(ref)
-        return ClassKinds(
-            cstorch_optimizer=bool(names & self.optimizer_roots),
-            torch_optimizer=TORCH_OPTIMIZER in names,
-            cstorch_scheduler=bool(names & self.scheduler_roots),
-            torch_scheduler=any(n in names for n in TORCH_SCHEDULERS),
-            nn_module=NN_MODULE in names,
-        )
+        found = self._kinds.get(id(ref))
+        if found is None:
+            names = self.ancestor_names(ref)
+            found = self._kinds[id(ref)] = ClassKinds(
+                cstorch_optimizer=bool(names & self.optimizer_roots),
+                torch_optimizer=TORCH_OPTIMIZER in names,
+                cstorch_scheduler=bool(names & self.scheduler_roots),
+                torch_scheduler=any(n in names for n in TORCH_SCHEDULERS),
+                nn_module=NN_MODULE in names,
+            )
+        return found
 
     def has_unknown_ancestor(self, ref: ClassRef) -> bool:
         return any(entry.unknown for entry in self.mro(ref))
@@ -359,7 +364,15 @@ class ProjectIndex:
     def find_method(self, ref: ClassRef, name: str, version: Version | None = None,
                     after: ClassRef | None = None) -> MethodLookup | None:
         """Resolve `name` along the MRO (after `after`, for super()). None: not defined;
-        UNKNOWN_METHOD: a class we cannot see comes first and may define it."""
+        UNKNOWN_METHOD: a class we cannot see comes first and may define it. Memoised,
+        like the MRO it walks."""
+        key = (id(ref), name, version, id(after))
+        if key not in self._methods:
+            self._methods[key] = self._find_method(ref, name, version, after)
+        return self._methods[key]
+
+    def _find_method(self, ref: ClassRef, name: str, version: Version | None,
+                     after: ClassRef | None) -> MethodLookup | None:
         order = self.mro(ref)
         if after is not None:
             positions = [i for i, entry in enumerate(order) if entry is after]

@@ -13,7 +13,7 @@ value is its summary under those arguments.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Iterable, Union
 
@@ -22,7 +22,7 @@ from cslint.source import internal_error
 from cslint.fixes import SCALED_METHODS, scale_first_argument_fix
 from cslint.semantic.module_index import (
     ClassInfo, FunctionInfo, ModuleIndex, decorator_name, dotted_name, is_super_call,
-    source_snippet, statements_and_calls,
+    source_snippet,
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
 
@@ -89,8 +89,10 @@ NON_TENSOR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "bytes", "com
 
 
 # ---- abstract values ---------------------------------------------------------------
+# Immutable by convention: `frozen=True` makes each creation ~4x slower (a setattr call
+# per field), and one is created per evaluated node.
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Tensor:
     """A tensor. `device` False: a host constant built from Python values in traced code.
     `why` is the chain back to the source, newest step first."""
@@ -100,8 +102,16 @@ class Tensor:
     scheduled: bool = False  # a scheduled hyperparameter (the lr) or computed from one
     boolean: bool = False  # provably of dtype bool (for CS206)
 
+    def changed(self, *, device: bool | None = None, why: tuple | None = None,
+                scheduled: bool | None = None, boolean: bool | None = None) -> "Tensor":
+        """A copy with some fields changed (`dataclasses.replace` costs several times more)."""
+        return Tensor(self.device if device is None else device,
+                      self.why if why is None else why,
+                      self.scheduled if scheduled is None else scheduled,
+                      self.boolean if boolean is None else boolean)
 
-@dataclass(frozen=True)
+
+@dataclass(slots=True, unsafe_hash=True)
 class Marker:
     """Structural values of optimizers and modules."""
 
@@ -110,12 +120,12 @@ class Marker:
     ref: ClassRef | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Sequence:
     items: tuple
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Container:
     """A list or dict whose elements are `element` (e.g. a list of tensors)."""
 
@@ -123,12 +133,12 @@ class Container:
     mapping: bool = False  # a dict: looking up a tensor key hashes it, reads no value
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Function:
     targets: tuple  # (FunctionInfo, class ref or None, closure env or None, bound self)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Items:
     owner: object
     view: str
@@ -147,7 +157,7 @@ def join(a: Value, b: Value) -> Value:
     if isinstance(a, Tensor) and isinstance(b, Tensor):
         if a.device != b.device:
             return a if a.device else b
-        return replace(a, scheduled=a.scheduled or b.scheduled, boolean=a.boolean and b.boolean)
+        return a.changed(scheduled=a.scheduled or b.scheduled, boolean=a.boolean and b.boolean)
     if isinstance(a, Tensor):
         return a  # a tensor on any path stays a tensor
     if isinstance(b, Tensor):
@@ -200,7 +210,7 @@ def combine(values: Iterable[Value], step) -> Value:
 
 def element_of(value: Value) -> Value:
     if isinstance(value, Tensor):
-        return replace(value, why=("an element of it", *value.why)[:4], boolean=value.boolean)
+        return value.changed(why=("an element of it", *value.why)[:4], boolean=value.boolean)
     if isinstance(value, Container):
         return value.element
     if isinstance(value, Sequence):
@@ -272,6 +282,17 @@ class TensorValueAnalysis:
         self._in_progress: set[tuple] = set()
         self._events: dict[tuple, TracedEvent] = {}
         self._depth = 0
+        self._non_tensor_parameters: dict[int, frozenset[str]] = {}
+
+    def non_tensor_parameters(self, function: FunctionInfo) -> frozenset[str]:
+        """Parameters annotated with a non-tensor type (`num_steps: int = 5`)."""
+        found = self._non_tensor_parameters.get(id(function.node))
+        if found is None:
+            args = function.node.args
+            found = self._non_tensor_parameters[id(function.node)] = frozenset(
+                arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+                if arg.annotation is not None and _declares_non_tensor(arg.annotation))
+        return found
 
     @cached_property
     def events(self) -> list[TracedEvent]:
@@ -489,7 +510,7 @@ class TensorValueAnalysis:
                 continue  # sets up no `self.X`
             # Statements, and the calls they make directly, hold every fact we want here:
             # far fewer nodes than a walk over every expression.
-            for node in statements_and_calls(method.node):
+            for node in method.statements:
                 if isinstance(node, ast.Assign) and len(node.targets) == 1:
                     target = node.targets[0]
                     if isinstance(target, ast.Attribute) and \
@@ -541,7 +562,7 @@ class TensorValueAnalysis:
             keys: set[str] = set()
             for method in info.methods.values():
                 if method.mentions("state"):
-                    keys |= _python_valued_keys(statements_and_calls(method.node),
+                    keys |= _python_valued_keys(method.statements,
                                                 _number_parameters(method.node))
             cached = self._python_keys_cache[id(info)] = frozenset(keys)
         return cached
@@ -583,19 +604,26 @@ class TensorValueAnalysis:
 
 
 def _annotation_text(annotation: ast.expr) -> str:
+    """`Optional[int]` for `typing.Optional[int]`; the common shapes are spelled here,
+    the rest by `ast.unparse` (many times slower)."""
+    if isinstance(annotation, (ast.Name, ast.Attribute)):
+        text = dotted_name(annotation)
+        if text is not None:
+            return text.replace("typing.", "")
+    elif isinstance(annotation, ast.Subscript) and \
+            isinstance(annotation.value, (ast.Name, ast.Attribute)):
+        inner = annotation.slice
+        parts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+        if all(isinstance(p, (ast.Name, ast.Attribute)) or
+               (isinstance(p, ast.Constant) and p.value is Ellipsis) for p in parts):
+            return f"{_annotation_text(annotation.value)}[" + ", ".join(
+                "..." if isinstance(p, ast.Constant) else _annotation_text(p)
+                for p in parts) + "]"
     return source_snippet(annotation, 80).replace("typing.", "")
 
 
 def _declares_non_tensor(annotation: ast.expr) -> bool:
     return _annotation_text(annotation) in NON_TENSOR_ANNOTATIONS
-
-
-def _non_tensor_parameters(function: ast.AST) -> frozenset[str]:
-    """Parameters annotated with a non-tensor type (`num_steps: int = 5`)."""
-    args = function.args
-    return frozenset(
-        arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)
-        if arg.annotation is not None and _declares_non_tensor(arg.annotation))
 
 
 def _number_parameters(function: ast.AST) -> set[str]:
@@ -607,9 +635,8 @@ def _number_parameters(function: ast.AST) -> set[str]:
     defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d})
     numbers = set()
     for arg in (*positional, *args.kwonlyargs):
-        annotation = source_snippet(arg.annotation, 40) if arg.annotation is not None else ""
         default = defaults.get(arg.arg)
-        if annotation in ("int", "float") or (
+        if isinstance(arg.annotation, ast.Name) and arg.annotation.id in ("int", "float") or (
                 isinstance(default, ast.Constant) and isinstance(default.value, (int, float))
                 and not isinstance(default.value, bool)):
             numbers.add(arg.arg)
@@ -730,7 +757,7 @@ class _Walker:
         self.ref = ref
         self.env: dict[str, Value] = dict(closure or {})
         names = function.parameter_names()
-        annotated = _non_tensor_parameters(function.node)
+        annotated = analysis.non_tensor_parameters(function)
         for name, value in zip(names, bindings):
             # A parameter declared `int`, `float`, ... holds no tensor, whatever a call
             # site seems to pass (a joined function value, a misread starred call), except
@@ -1053,7 +1080,7 @@ class _Walker:
         if result is not None and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
             both_bool = all(isinstance(v, Tensor) and v.boolean for v in (left, right)
                             if isinstance(v, Tensor))
-            result = replace(result, boolean=both_bool)
+            result = result.changed(boolean=both_bool)
         return result
 
     def _format_operands(self, node: ast.expr, value: Value):
@@ -1067,7 +1094,7 @@ class _Walker:
             return None
         value = self.eval(node.operand)
         if isinstance(value, Tensor):
-            return replace(value, why=(_src(node), *value.why)[:4],
+            return value.changed(why=(_src(node), *value.why)[:4],
                            boolean=value.boolean and isinstance(node.op, ast.Invert))
         return None
 
@@ -1082,7 +1109,7 @@ class _Walker:
         if all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
             return None
         result = combine(values, node)
-        return replace(result, boolean=True) if result is not None else None
+        return result.changed(boolean=True) if result is not None else None
 
     def eval_IfExp(self, node: ast.IfExp) -> Value:
         self.truth(node.test)
@@ -1308,10 +1335,10 @@ class _CallEvaluator:
             result = combine([receiver, *self.args, *self.keywords.values()], node)
             if result is not None and name in ("to", "cuda") and not result.device and (
                     self.args or "device" in self.keywords):
-                result = replace(result, device=True,
+                result = result.changed(device=True,
                                  why=(_Text("moved to a device by `{}`", node), *result.why)[:4])
             if result is not None:
-                result = replace(result, boolean=(name in BOOLEAN_OPS or (
+                result = result.changed(boolean=(name in BOOLEAN_OPS or (
                     name == "to" and _names_bool_dtype(node))) or (
                     receiver.boolean and name in ("clone", "detach", "to", "contiguous")))
             return result
@@ -1576,10 +1603,10 @@ class _CallEvaluator:
                 return None
             result = Tensor(False, (_Text("`{}` is built from Python values", node),))
         if device_given and not result.device:
-            result = replace(result, device=True,
+            result = result.changed(device=True,
                              why=(_Text("`{}` is created on a device", node),))
         boolean = name in BOOLEAN_OPS or _names_bool_dtype(node)
-        return replace(result, boolean=boolean)
+        return result.changed(boolean=boolean)
 
     def check_scalar_arguments(self, name: str, method: bool, keywords_only: bool = False
                                ) -> None:
