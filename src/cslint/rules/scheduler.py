@@ -70,7 +70,7 @@ class Reach:
 def self_name(function: FunctionInfo) -> str | None:
     if function.kind not in ("method", "property"):
         return None
-    params = function.parameter_names()
+    params = function.parameter_names
     return params[0] if params else None
 
 

@@ -57,6 +57,7 @@ def dotted_name(node: ast.expr) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)  # messages name the same nodes again and again (a chain's steps)
 def source_snippet(node: ast.AST, limit: int = 60) -> str:
     """The source of an expression for a message, on one line, shortened to `limit`."""
     # Names and attribute chains are most snippets; `ast.unparse` costs ~20x more.
@@ -134,9 +135,11 @@ class FunctionInfo:
             return None
         return "\n".join(lines[self.node.lineno - 1:getattr(self.node, "end_lineno", None)])
 
-    def parameter_names(self) -> list[str]:
+    @cached_property
+    def parameter_names(self) -> tuple[str, ...]:
+        """The positional parameters' names."""
         args = self.node.args
-        return [a.arg for a in (*args.posonlyargs, *args.args)]
+        return tuple(a.arg for a in (*args.posonlyargs, *args.args))
 
     @cached_property
     def statements(self) -> list[ast.AST]:

@@ -340,14 +340,14 @@ class OptimizerStateAnalysis:
         return True
 
     def _method_names(self, ref: ClassRef) -> list[str]:
-        names: list[str] = []
+        names: dict[str, None] = {}  # ordered, without repeats
         for entry in self.project.mro(ref):
             if entry.info is None or self.project.is_machinery(entry):
                 continue
             for name in entry.info.methods:
-                if name not in names and name not in ("preinitialize", "step"):
-                    names.append(name)
-        return names
+                if name not in ("preinitialize", "step"):
+                    names[name] = None
+        return list(names)
 
     def _entry(self, ref: ClassRef, name: str, role: Role) -> _Call | None:
         found = self.project.find_method(ref, name, self.version)
@@ -439,7 +439,7 @@ class _FunctionWalker:
 
     def walk(self) -> None:
         node = self.function.node
-        names = self.function.parameter_names()
+        names = self.function.parameter_names
         for name, value in zip(names, self.call.bindings):
             self.env[name] = value
         # State tensors handed in by the caller: rebinding such a parameter computes a new
@@ -459,7 +459,7 @@ class _FunctionWalker:
     def scan_calls(self) -> None:
         """Only the calls, for a function that cannot see state itself: which methods and
         functions it reaches, with the optimizer where it passes `self` on."""
-        optimizer_names = {name for name, value in zip(self.function.parameter_names(),
+        optimizer_names = {name for name, value in zip(self.function.parameter_names,
                                                         self.call.bindings)
                            if value is OPTIMIZER}
 
@@ -876,7 +876,7 @@ class _FunctionWalker:
 
     def _bindings(self, function: FunctionInfo, first: Value | None, args: list[Value],
                   keywords: dict, bound: bool) -> tuple:
-        names = function.parameter_names()
+        names = function.parameter_names
         values: list[Value] = [None] * len(names)
         offset = 0
         if bound and function.kind in ("method", "property"):

@@ -43,7 +43,7 @@ class ClassRef:
         return self.name.rsplit(".", 1)[-1]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # immutable by convention (frozen costs a setattr per field)
 class MethodLookup:
     """Where a method resolves along an MRO."""
 

@@ -283,6 +283,19 @@ class TensorValueAnalysis:
         self._events: dict[tuple, TracedEvent] = {}
         self._depth = 0
         self._non_tensor_parameters: dict[int, frozenset[str]] = {}
+        self._callee_names: dict[tuple[int, str], tuple[str | None, bool]] = {}
+
+    def callee_names(self, module: ModuleIndex, dotted: str) -> tuple[str | None, bool]:
+        """A called name's qualified name, and whether it is a function of the project
+        (not of torch's library): memoised, as every call site of a name asks again."""
+        key = (id(module), dotted)
+        found = self._callee_names.get(key)
+        if found is None:
+            qualified = self.project.qualified_name(module, dotted)
+            found = self._callee_names[key] = (qualified, not is_torch_library(qualified) and
+                                               isinstance(self.project.resolve_in_module(
+                                                   module, dotted), FunctionInfo))
+        return found
 
     def non_tensor_parameters(self, function: FunctionInfo) -> frozenset[str]:
         """Parameters annotated with a non-tensor type (`num_steps: int = 5`)."""
@@ -756,7 +769,7 @@ class _Walker:
         self.module = function.module
         self.ref = ref
         self.env: dict[str, Value] = dict(closure or {})
-        names = function.parameter_names()
+        names = function.parameter_names
         annotated = analysis.non_tensor_parameters(function)
         for name, value in zip(names, bindings):
             # A parameter declared `int`, `float`, ... holds no tensor, whatever a call
@@ -1275,7 +1288,8 @@ class _CallEvaluator:
             if result is not _UNHANDLED:
                 return result
         dotted = dotted_name(self.func)
-        qualified = walker.project.qualified_name(walker.module, dotted) if dotted else None
+        qualified, project_function = walker.analysis.callee_names(walker.module, dotted) \
+            if dotted else (None, False)
         if isinstance(self.func, ast.Name) and self.func.id in HOST_BUILTINS and \
                 self.func.id not in walker.env and qualified is None:
             return self.builtin(self.func.id)
@@ -1285,8 +1299,6 @@ class _CallEvaluator:
                                                                  "tuple", "reversed", "sorted",
                                                                  "iter", "next", "dict"):
             return self.builtin(self.func.id)
-        project_function = dotted is not None and not is_torch_library(qualified) and \
-            isinstance(walker.project.resolve_in_module(walker.module, dotted), FunctionInfo)
         if qualified is not None and not project_function:
             if qualified == "torch" or qualified.startswith("torch."):
                 return self.torch_function(qualified)
@@ -1454,7 +1466,7 @@ class _CallEvaluator:
 
     def bindings(self, function: FunctionInfo, bound: bool, ref: ClassRef | None) -> tuple:
         """Argument values by parameter: positional ones, then keyword-only ones."""
-        names = function.parameter_names()
+        names = function.parameter_names
         values: list[Value] = [None] * len(names)
         offset = 0
         if function.kind == "staticmethod":
@@ -1479,8 +1491,8 @@ class _CallEvaluator:
         receiver = self.receiver
         if isinstance(receiver, Marker) and receiver.kind.endswith("_self"):
             return receiver
-        current = walker.env.get(walker.function.parameter_names()[0]) \
-            if walker.function.parameter_names() else None
+        current = walker.env.get(walker.function.parameter_names[0]) \
+            if walker.function.parameter_names else None
         return current if isinstance(current, Marker) else None
 
     def module_call(self) -> Value:
