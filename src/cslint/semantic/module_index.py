@@ -57,6 +57,15 @@ def dotted_name(node: ast.expr) -> str | None:
     return None
 
 
+def dispatch_table(cls: type, prefix: str) -> dict[type, object]:
+    """Node type -> the method of `cls` named prefix + the type's name: one dict lookup
+    per node instead of a chain of isinstance tests. Types this Python lacks
+    (`TryStar` before 3.11) are left out."""
+    return {getattr(ast, name[len(prefix):]): function
+            for name, function in vars(cls).items()
+            if name.startswith(prefix) and hasattr(ast, name[len(prefix):])}
+
+
 @lru_cache(maxsize=4096)  # messages name the same nodes again and again (a chain's steps)
 def source_snippet(node: ast.AST, limit: int = 60) -> str:
     """The source of an expression for a message, on one line, shortened to `limit`."""
@@ -80,11 +89,24 @@ def statements_and_calls(function: ast.AST) -> list[ast.AST]:
         node = stack.pop()
         result.append(node)
         value = getattr(node, "value", None)
-        if isinstance(value, ast.Call):
+        if value.__class__ is ast.Call:
             result.append(value)
-        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
-            stack.extend(getattr(node, name, ()) or ())
+        blocks = _BLOCK_FIELDS.get(node.__class__)
+        if blocks is not None:
+            for name in blocks:
+                stack.extend(getattr(node, name))
     return result
+
+
+# The statement lists that compound statements hold (simple statements hold none).
+_BLOCK_FIELDS: dict[type, tuple[str, ...]] = {
+    cls: tuple(f for f in ("body", "orelse", "finalbody", "handlers", "cases")
+               if f in cls._fields)
+    for cls in (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
+                ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler,
+                *(getattr(ast, name) for name in ("TryStar", "Match", "match_case")
+                  if hasattr(ast, name)))
+}
 
 
 def calls_under(root: ast.AST) -> list[ast.Call]:
@@ -270,9 +292,12 @@ def build_module_index(tree: ast.Module, path: Path, display_path: str,
 
 def _statement_children(node: ast.AST) -> list[ast.AST]:
     """Nested statement lists only: expressions hold no imports or definitions."""
+    blocks = _BLOCK_FIELDS.get(node.__class__, ())
+    if node.__class__ is ast.Module:
+        return node.body
     children: list[ast.AST] = []
-    for name in ("body", "orelse", "finalbody", "handlers", "cases"):
-        children.extend(getattr(node, name, ()) or ())
+    for name in blocks:
+        children.extend(getattr(node, name))
     return children
 
 

@@ -19,7 +19,8 @@ from functools import cached_property
 from typing import Iterator, Union
 
 from cslint.semantic.module_index import (
-    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, is_super_call, source_snippet,
+    ClassInfo, FunctionInfo, ModuleIndex, dispatch_table, dotted_name, is_super_call,
+    source_snippet,
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
 
@@ -483,75 +484,96 @@ class _FunctionWalker:
 
     def block(self, statements: list[ast.stmt]) -> None:
         for statement in statements:
-            self.statement(statement)
+            self.statement_counter += 1
+            handler = _STATEMENTS.get(statement.__class__)
+            if handler is not None:
+                handler(self, statement)
+            else:
+                for child in ast.iter_child_nodes(statement):
+                    if isinstance(child, ast.expr):
+                        self.eval(child)
 
-    def statement(self, node: ast.stmt) -> None:
-        self.statement_counter += 1
-        if isinstance(node, ast.Assign):
-            value = self.eval(node.value)
-            for target in node.targets:
-                self.assign(target, value, node.value, node)
-        elif isinstance(node, ast.AnnAssign):
-            if node.value is not None:
-                self.assign(node.target, self.eval(node.value), node.value, node)
-        elif isinstance(node, ast.AugAssign):
-            self.aug_assign(node)
-        elif isinstance(node, ast.If):
-            self.eval(node.test)
-            absent_in_body = self.absence(node.test, True)
-            absent_in_else = self.absence(node.test, False)
-            before = dict(self.env)
-            self.guarded_block(node.body, absent_in_body)
-            after_body = self.env
-            self.env = before
-            self.guarded_block(node.orelse, absent_in_else)
-            self.env = _join_envs(after_body, self.env)
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
-            self.bind_loop_target(node.target, self.eval(node.iter))
-            before = dict(self.env)
-            self.block(node.body)
-            self.env = _join_envs(before, self.env)
-            self.block(node.orelse)
-        elif isinstance(node, ast.While):
-            self.eval(node.test)
-            before = dict(self.env)
-            self.block(node.body)
-            self.env = _join_envs(before, self.env)
-            self.block(node.orelse)
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            for item in node.items:
-                value = self.eval(item.context_expr)
-                if item.optional_vars is not None:
-                    self.assign(item.optional_vars, value, item.context_expr, node)
-            self.block(node.body)
-        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-            self.block(node.body)
-            for handler in node.handlers:
-                self.block(handler.body)
-            self.block(node.orelse)
-            self.block(node.finalbody)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            # A nested function sees this scope (closures); walk it where it is defined.
-            saved = dict(self.env)
-            for arg in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
-                self.env.pop(arg.arg, None)
-            self.block(node.body)
-            self.env = saved
-        elif isinstance(node, ast.ClassDef):
-            return
-        elif isinstance(node, ast.Return):
-            if node.value is not None:
-                self.escape_derived(self.eval(node.value))
-        elif isinstance(node, ast.Expr):
-            self.eval(node.value)
-        elif type(node).__name__ == "Match":
-            self.eval(node.subject)
-            for case in node.cases:
-                self.block(case.body)
-        else:
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.expr):
-                    self.eval(child)
+    def statement_Assign(self, node: ast.Assign) -> None:
+        value = self.eval(node.value)
+        for target in node.targets:
+            self.assign(target, value, node.value, node)
+
+    def statement_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.assign(node.target, self.eval(node.value), node.value, node)
+
+    def statement_AugAssign(self, node: ast.AugAssign) -> None:
+        self.aug_assign(node)
+
+    def statement_If(self, node: ast.If) -> None:
+        self.eval(node.test)
+        absent_in_body = self.absence(node.test, True)
+        absent_in_else = self.absence(node.test, False)
+        before = dict(self.env)
+        self.guarded_block(node.body, absent_in_body)
+        after_body = self.env
+        self.env = before
+        self.guarded_block(node.orelse, absent_in_else)
+        self.env = _join_envs(after_body, self.env)
+
+    def statement_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self.bind_loop_target(node.target, self.eval(node.iter))
+        before = dict(self.env)
+        self.block(node.body)
+        self.env = _join_envs(before, self.env)
+        self.block(node.orelse)
+
+    statement_AsyncFor = statement_For
+
+    def statement_While(self, node: ast.While) -> None:
+        self.eval(node.test)
+        before = dict(self.env)
+        self.block(node.body)
+        self.env = _join_envs(before, self.env)
+        self.block(node.orelse)
+
+    def statement_With(self, node: ast.With | ast.AsyncWith) -> None:
+        for item in node.items:
+            value = self.eval(item.context_expr)
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, value, item.context_expr, node)
+        self.block(node.body)
+
+    statement_AsyncWith = statement_With
+
+    def statement_Try(self, node: ast.Try) -> None:
+        self.block(node.body)
+        for handler in node.handlers:
+            self.block(handler.body)
+        self.block(node.orelse)
+        self.block(node.finalbody)
+
+    statement_TryStar = statement_Try
+
+    def statement_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        # A nested function sees this scope (closures); walk it where it is defined.
+        saved = dict(self.env)
+        for arg in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
+            self.env.pop(arg.arg, None)
+        self.block(node.body)
+        self.env = saved
+
+    statement_AsyncFunctionDef = statement_FunctionDef
+
+    def statement_ClassDef(self, node: ast.ClassDef) -> None:
+        return
+
+    def statement_Return(self, node: ast.Return) -> None:
+        if node.value is not None:
+            self.escape_derived(self.eval(node.value))
+
+    def statement_Expr(self, node: ast.Expr) -> None:
+        self.eval(node.value)
+
+    def statement_Match(self, node) -> None:
+        self.eval(node.subject)
+        for case in node.cases:
+            self.block(case.body)
 
     def guarded_block(self, body: list[ast.stmt], guarded: bool) -> None:
         self.guard_depth += guarded
@@ -692,47 +714,9 @@ class _FunctionWalker:
     def eval(self, node: ast.expr | None) -> Value:
         if node is None:
             return None
-        if isinstance(node, ast.Name):
-            return self.env.get(node.id)
-        if isinstance(node, ast.Constant):
-            return Strings(frozenset([node.value])) if isinstance(node.value, str) else None
-        if isinstance(node, ast.Attribute):
-            base = self.eval(node.value)
-            if base is OPTIMIZER and node.attr == "state":
-                return STATE_MAP
-            if isinstance(base, StateTensor) and node.attr == "data":
-                return base
-            if isinstance(base, (StateTensor, Derived)) and node.attr in ("T", "mT", "real"):
-                return _derive(base)
-            return None
-        if isinstance(node, ast.Subscript):
-            return self.subscript(node)
-        if isinstance(node, ast.Call):
-            return self.call_value(node)
-        if isinstance(node, ast.BinOp):
-            left, right = self.eval(node.left), self.eval(node.right)
-            return _derive(left) or _derive(right)
-        if isinstance(node, ast.UnaryOp):
-            return _derive(self.eval(node.operand))
-        if isinstance(node, ast.IfExp):
-            self.eval(node.test)
-            return _join(self.eval(node.body), self.eval(node.orelse))
-        if isinstance(node, (ast.Tuple, ast.List)):
-            return Sequence_(tuple(self.eval(e) for e in node.elts))
-        if isinstance(node, ast.Dict):
-            entries = []
-            for key_node, value_node in zip(node.keys, node.values):
-                key = self.eval(key_node) if key_node is not None else None
-                entries.append((key, self.eval(value_node), value_node))
-            return DictLiteral(tuple(entries))
-        if isinstance(node, ast.NamedExpr):
-            value = self.eval(node.value)
-            self.env[node.target.id] = value
-            return value
-        if isinstance(node, ast.Starred):
-            return self.eval(node.value)
-        if isinstance(node, ast.Lambda):
-            return None
+        evaluator = _EVALUATORS.get(node.__class__)
+        if evaluator is not None:
+            return evaluator(self, node)
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
                 self.eval(child)
@@ -740,6 +724,62 @@ class _FunctionWalker:
                 self.eval(child.iter)
                 for condition in child.ifs:
                     self.eval(condition)
+        return None
+
+    def eval_Name(self, node: ast.Name) -> Value:
+        return self.env.get(node.id)
+
+    def eval_Constant(self, node: ast.Constant) -> Value:
+        return Strings(frozenset([node.value])) if isinstance(node.value, str) else None
+
+    def eval_Attribute(self, node: ast.Attribute) -> Value:
+        base = self.eval(node.value)
+        if base is OPTIMIZER and node.attr == "state":
+            return STATE_MAP
+        if isinstance(base, StateTensor) and node.attr == "data":
+            return base
+        if isinstance(base, (StateTensor, Derived)) and node.attr in ("T", "mT", "real"):
+            return _derive(base)
+        return None
+
+    def eval_Subscript(self, node: ast.Subscript) -> Value:
+        return self.subscript(node)
+
+    def eval_Call(self, node: ast.Call) -> Value:
+        return self.call_value(node)
+
+    def eval_BinOp(self, node: ast.BinOp) -> Value:
+        left, right = self.eval(node.left), self.eval(node.right)
+        return _derive(left) or _derive(right)
+
+    def eval_UnaryOp(self, node: ast.UnaryOp) -> Value:
+        return _derive(self.eval(node.operand))
+
+    def eval_IfExp(self, node: ast.IfExp) -> Value:
+        self.eval(node.test)
+        return _join(self.eval(node.body), self.eval(node.orelse))
+
+    def eval_Tuple(self, node: ast.Tuple | ast.List) -> Value:
+        return Sequence_(tuple(self.eval(e) for e in node.elts))
+
+    eval_List = eval_Tuple
+
+    def eval_Dict(self, node: ast.Dict) -> Value:
+        entries = []
+        for key_node, value_node in zip(node.keys, node.values):
+            key = self.eval(key_node) if key_node is not None else None
+            entries.append((key, self.eval(value_node), value_node))
+        return DictLiteral(tuple(entries))
+
+    def eval_NamedExpr(self, node: ast.NamedExpr) -> Value:
+        value = self.eval(node.value)
+        self.env[node.target.id] = value
+        return value
+
+    def eval_Starred(self, node: ast.Starred) -> Value:
+        return self.eval(node.value)
+
+    def eval_Lambda(self, node: ast.Lambda) -> Value:
         return None
 
     def subscript(self, node: ast.Subscript) -> Value:
@@ -1010,6 +1050,11 @@ class _FunctionWalker:
         return (f"`{name}` holds {key} but is rebound to a new value that is never stored "
                 f"back, so the update is lost on every step; update it in place "
                 f"(e.g. {name}.mul_(...).add_(...)) or write it back with {key}.copy_({name})")
+
+
+# Node type -> the walker method for it.
+_STATEMENTS = dispatch_table(_FunctionWalker, "statement_")
+_EVALUATORS = dispatch_table(_FunctionWalker, "eval_")
 
 
 def _derive(value: Value) -> Value:

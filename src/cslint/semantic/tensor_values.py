@@ -21,8 +21,8 @@ from cslint.diagnostics import Fix
 from cslint.source import internal_error
 from cslint.fixes import SCALED_METHODS, scale_first_argument_fix
 from cslint.semantic.module_index import (
-    ClassInfo, FunctionInfo, ModuleIndex, decorator_name, dotted_name, is_super_call,
-    source_snippet,
+    ClassInfo, FunctionInfo, ModuleIndex, decorator_name, dispatch_table, dotted_name,
+    is_super_call, source_snippet,
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
 
@@ -796,85 +796,108 @@ class _Walker:
 
     def block(self, statements: list[ast.stmt]) -> None:
         for statement in statements:
-            self.statement(statement)
+            handler = _STATEMENTS.get(statement.__class__)
+            if handler is not None:
+                handler(self, statement)
+            else:
+                for child in ast.iter_child_nodes(statement):
+                    if isinstance(child, ast.expr):
+                        self.eval(child)
 
-    def statement(self, node: ast.stmt) -> None:
-        if isinstance(node, ast.Assign):
-            value = self.eval(node.value)
-            for target in node.targets:
-                self.assign(target, value, node.value)
-        elif isinstance(node, ast.AnnAssign):
-            if node.value is not None:
-                self.assign(node.target, self.eval(node.value), node.value)
-        elif isinstance(node, ast.AugAssign):
-            value = self.eval(node.value)
-            current = self.eval(node.target)
-            combined = combine([current, value], _Text("{} " + _op(node.op) + "= {}",
-                                                       node.target, node.value))
-            if isinstance(node.target, ast.Name):
-                self.env[node.target.id] = join(current, combined) if combined else current
-        elif isinstance(node, ast.If):
-            self.test(node.test, "CS201")
-            before = dict(self.env)
-            self.block(node.body)
-            after_body = self.env
-            self.env = before
-            self.block(node.orelse)
-            self.env = join_envs(after_body, self.env)
-        elif isinstance(node, ast.While):
-            self.test(node.test, "CS202")
-            before = dict(self.env)
-            self.block(node.body)
-            self.env = join_envs(before, self.env)
-            self.test(node.test, "CS202")  # again, with what the body bound
-            self.block(node.orelse)
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
-            iterable = self.loop_iterable(node.iter)
-            self.assign(node.target, element_of(iterable) if not isinstance(iterable, Items)
-                        else self.items_element(iterable), node.iter)
-            before = dict(self.env)
-            self.block(node.body)
-            self.env = join_envs(before, self.env)
-            self.block(node.orelse)
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            for item in node.items:
-                value = self.eval(item.context_expr)
-                if item.optional_vars is not None:
-                    self.assign(item.optional_vars, value, item.context_expr)
-            self.block(node.body)
-        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-            self.block(node.body)
-            for handler in node.handlers:
-                self.block(handler.body)
-            self.block(node.orelse)
-            self.block(node.finalbody)
-        elif isinstance(node, ast.Return):
-            if node.value is not None:
-                self.returned = join(self.returned, self.eval(node.value))
-        elif isinstance(node, ast.Expr):
-            self.eval(node.value)
-        elif isinstance(node, ast.Assert):
-            self.test(node.test, "CS203")
-            if node.msg is not None:
-                self.eval(node.msg)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            info = FunctionInfo(node.name, f"{self.function.qualname}.<locals>.{node.name}", node,
-                                self.module, None, tuple(decorator_name(d) for d in
-                                                         node.decorator_list), False, "function")
-            self.env[node.name] = Function(((info, self.ref, dict(self.env), False),))
-        elif isinstance(node, ast.ClassDef):
-            return
-        elif isinstance(node, ast.Raise):
-            if node.exc is not None:
-                self.eval(node.exc)
-        elif type(node).__name__ == "Match":
-            self.eval(node.subject)
-            for case in node.cases:
-                self.block(case.body)
-        else:
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.expr):
-                    self.eval(child)
+    def statement_Assign(self, node: ast.Assign) -> None:
+        value = self.eval(node.value)
+        for target in node.targets:
+            self.assign(target, value, node.value)
+
+    def statement_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.assign(node.target, self.eval(node.value), node.value)
+
+    def statement_AugAssign(self, node: ast.AugAssign) -> None:
+        value = self.eval(node.value)
+        current = self.eval(node.target)
+        combined = combine([current, value], _Text("{} " + _op(node.op) + "= {}",
+                                                   node.target, node.value))
+        if isinstance(node.target, ast.Name):
+            self.env[node.target.id] = join(current, combined) if combined else current
+
+    def statement_If(self, node: ast.If) -> None:
+        self.test(node.test, "CS201")
+        before = dict(self.env)
+        self.block(node.body)
+        after_body = self.env
+        self.env = before
+        self.block(node.orelse)
+        self.env = join_envs(after_body, self.env)
+
+    def statement_While(self, node: ast.While) -> None:
+        self.test(node.test, "CS202")
+        before = dict(self.env)
+        self.block(node.body)
+        self.env = join_envs(before, self.env)
+        self.test(node.test, "CS202")  # again, with what the body bound
+        self.block(node.orelse)
+
+    def statement_For(self, node: ast.For | ast.AsyncFor) -> None:
+        iterable = self.loop_iterable(node.iter)
+        self.assign(node.target, element_of(iterable) if not isinstance(iterable, Items)
+                    else self.items_element(iterable), node.iter)
+        before = dict(self.env)
+        self.block(node.body)
+        self.env = join_envs(before, self.env)
+        self.block(node.orelse)
+
+    statement_AsyncFor = statement_For
+
+    def statement_With(self, node: ast.With | ast.AsyncWith) -> None:
+        for item in node.items:
+            value = self.eval(item.context_expr)
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, value, item.context_expr)
+        self.block(node.body)
+
+    statement_AsyncWith = statement_With
+
+    def statement_Try(self, node: ast.Try) -> None:
+        self.block(node.body)
+        for handler in node.handlers:
+            self.block(handler.body)
+        self.block(node.orelse)
+        self.block(node.finalbody)
+
+    statement_TryStar = statement_Try
+
+    def statement_Return(self, node: ast.Return) -> None:
+        if node.value is not None:
+            self.returned = join(self.returned, self.eval(node.value))
+
+    def statement_Expr(self, node: ast.Expr) -> None:
+        self.eval(node.value)
+
+    def statement_Assert(self, node: ast.Assert) -> None:
+        self.test(node.test, "CS203")
+        if node.msg is not None:
+            self.eval(node.msg)
+
+    def statement_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        info = FunctionInfo(node.name, f"{self.function.qualname}.<locals>.{node.name}", node,
+                            self.module, None, tuple(decorator_name(d) for d in
+                                                     node.decorator_list), False, "function")
+        self.env[node.name] = Function(((info, self.ref, dict(self.env), False),))
+
+    statement_AsyncFunctionDef = statement_FunctionDef
+
+    def statement_ClassDef(self, node: ast.ClassDef) -> None:
+        return
+
+    def statement_Raise(self, node: ast.Raise) -> None:
+        if node.exc is not None:
+            self.eval(node.exc)
+
+    def statement_Match(self, node) -> None:
+        self.eval(node.subject)
+        for case in node.cases:
+            self.block(case.body)
 
     def loop_iterable(self, node: ast.expr) -> Value:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
@@ -1244,12 +1267,9 @@ class _Walker:
                 "torch.where(mask, x, 0) or multiply by the mask")
 
 
-# Expression type -> the walker method that evaluates it (one dict lookup per node).
-_EVALUATORS = {
-    getattr(ast, name[len("eval_"):]): function
-    for name, function in vars(_Walker).items()
-    if name.startswith("eval_") and hasattr(ast, name[len("eval_"):])
-}
+# Node type -> the walker method for it.
+_EVALUATORS = dispatch_table(_Walker, "eval_")
+_STATEMENTS = dispatch_table(_Walker, "statement_")
 
 
 def _names_bool_dtype(call: ast.Call) -> bool:
@@ -1280,7 +1300,7 @@ class _CallEvaluator:
             receiver = walker.eval(self.func.value)
         elif not isinstance(self.func, ast.Name):
             computed_callee = walker.eval(self.func)  # `make()(x)`, `fns[i](x)`
-        self.args = [walker.eval(a) for a in node.args]
+        self.args = list(map(walker.eval, node.args))
         self.keywords = {k.arg: walker.eval(k.value) for k in node.keywords}
         self.receiver = receiver
         if isinstance(self.func, ast.Attribute):
