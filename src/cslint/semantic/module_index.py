@@ -8,6 +8,7 @@ functions) and keeps the function nodes for the analyses of this run.
 from __future__ import annotations
 
 import ast
+import os
 from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -32,8 +33,9 @@ def _is_package_dir(directory: Path) -> bool:
 @lru_cache(maxsize=65536)
 def module_name_for(path: Path) -> tuple[str, bool]:
     """Dotted module name from the `__init__.py` chain, and whether it is a package
-    (memoised: the engine asks for every file twice, and resolving a path costs stats)."""
-    path = path.resolve()
+    (memoised: the engine asks for every file twice). The chain is read where the path
+    names the file, as Python's imports do, not where symlinks lead."""
+    path = Path(os.path.abspath(path))
     is_package = path.stem == "__init__"
     parts: list[str] = [] if is_package else [path.stem]
     folder = path.parent
@@ -47,6 +49,8 @@ def module_name_for(path: Path) -> tuple[str, bool]:
 
 def dotted_name(node: ast.expr) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None."""
+    if node.__class__ is ast.Name:  # most names, without building a list
+        return node.id
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -118,15 +122,27 @@ def calls_under(root: ast.AST) -> list[ast.Call]:
     ast_node, call = ast.AST, ast.Call
     while queue:
         node = pop()
-        if node.__class__ is call:
+        cls = node.__class__
+        if cls is call:
             calls.append(node)
-        for name in node._fields:
+        fields = _NODE_FIELDS.get(cls)
+        if fields is None:
+            fields = _NODE_FIELDS[cls] = tuple(
+                f for f in cls._fields if f not in _LEAF_FIELDS and
+                not (cls is ast.Constant and f == "value"))
+        for name in fields:
             child = getattr(node, name, None)
             if child.__class__ is list:
                 extend([c for c in child if isinstance(c, ast_node)])
             elif isinstance(child, ast_node):
                 append(child)
     return calls
+
+
+# Fields that hold names, operators or contexts, never an expression or statement.
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "kind", "type_comment",
+                          "level", "module", "names", "conversion", "is_async", "simple"})
+_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 @dataclass
@@ -209,7 +225,7 @@ class ModuleIndex:
     # The source lines (shared with the SourceFile, not copied), for text prefilters.
     source_lines: list[str] = field(default_factory=list, repr=False)
 
-    @property
+    @cached_property
     def imports_cstorch(self) -> bool:
         return any(
             target == root or target.startswith(root + ".")
