@@ -96,6 +96,9 @@ def main() -> None:
     print(f"cslint, all rules:      {lint_s:8.2f} s   (min {min(lint_times):.2f}, "
           f"max {max(lint_times):.2f}; {findings} findings)")
     print(f"ratio cslint/ast.parse: {lint_s / parse_s:8.2f}   (target <= 3)")
+    # Each lint run against the parse run just before it: robust to a drifting machine.
+    paired = statistics.median(lint / parse for lint, parse in zip(lint_times, parse_times))
+    print(f"  median of the {args.repeat} paired ratios: {paired:.2f}")
     note = f" (every {args.libcst_sample}th file, scaled)" if args.libcst_sample > 1 else ""
     print(f"libcst.parse_module:    {libcst_s:8.2f} s{note}")
     print(f"ratio cslint/libcst:    {lint_s / libcst_s:8.2f}")

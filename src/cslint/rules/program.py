@@ -158,6 +158,12 @@ def candidate_lines(text: str, words: Iterable[str]) -> list[int]:
             if pattern.search(line)]
 
 
+# Nodes with a source position, and those whose decorators sit above it.
+_POSITIONED = (ast.stmt, ast.expr, ast.excepthandler, ast.arg, ast.keyword, ast.alias,
+               ast.pattern)
+_DECORATED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
 def walk_lines(tree: ast.AST, lines: list[int] | None
                ) -> Iterator[tuple[ast.AST, ast.AST | None]]:
     """(node, parent) for the nodes whose span touches one of `lines` (every node when
@@ -166,10 +172,12 @@ def walk_lines(tree: ast.AST, lines: list[int] | None
     stack: list[tuple[ast.AST, ast.AST | None]] = [(tree, None)]
     while stack:
         node, parent = stack.pop()
-        if lines is not None and hasattr(node, "lineno"):
-            start, end = node.lineno, getattr(node, "end_lineno", None) or node.lineno
-            for decorator in getattr(node, "decorator_list", ()):  # above the `def` line
-                start = min(start, decorator.lineno)
+        # (isinstance, not hasattr/getattr defaults: those raise inside on most nodes.)
+        if lines is not None and isinstance(node, _POSITIONED):
+            start, end = node.lineno, node.end_lineno or node.lineno
+            if isinstance(node, _DECORATED):
+                for decorator in node.decorator_list:  # above the `def` line
+                    start = min(start, decorator.lineno)
             index = bisect.bisect_left(lines, start)
             if index == len(lines) or lines[index] > end:
                 continue

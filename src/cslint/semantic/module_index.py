@@ -92,15 +92,18 @@ def statements_and_calls(function: ast.AST) -> list[ast.AST]:
     while stack:
         node = stack.pop()
         result.append(node)
-        value = getattr(node, "value", None)
-        if value.__class__ is ast.Call:
-            result.append(value)
+        # (`getattr` with a default is slow on nodes without the field: it raises inside.)
+        if node.__class__ in _VALUE_STATEMENTS and node.value.__class__ is ast.Call:
+            result.append(node.value)
         blocks = _BLOCK_FIELDS.get(node.__class__)
         if blocks is not None:
             for name in blocks:
                 stack.extend(getattr(node, name))
     return result
 
+
+# Statements whose `value` may be a call (`x = f()`, `f()`, `return f()`).
+_VALUE_STATEMENTS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return})
 
 # The statement lists that compound statements hold (simple statements hold none).
 _BLOCK_FIELDS: dict[type, tuple[str, ...]] = {
