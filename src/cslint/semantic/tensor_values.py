@@ -524,14 +524,15 @@ class TensorValueAnalysis:
             # Statements, and the calls they make directly, hold every fact we want here:
             # far fewer nodes than a walk over every expression.
             for node in method.statements:
-                if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                kind = node.__class__
+                if kind is ast.Assign and len(node.targets) == 1:
                     target = node.targets[0]
-                    if isinstance(target, ast.Attribute) and \
-                            isinstance(target.value, ast.Name) and target.value.id == "self":
+                    if target.__class__ is ast.Attribute and \
+                            target.value.__class__ is ast.Name and target.value.id == "self":
                         value = self._attribute_value(module, owner, node.value)
                         if value is not None:
                             values[target.attr] = value
-                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                elif kind is ast.Call and node.func.__class__ is ast.Attribute \
                         and node.func.attr in ("register_buffer", "register_parameter") \
                         and node.args and isinstance(node.args[0], ast.Constant) \
                         and isinstance(node.args[0].value, str):
@@ -674,22 +675,22 @@ def _python_valued_keys(nodes: list[ast.AST], parameters: set[str] = frozenset()
     and parameters that are numbers)."""
     numbers: set[str] = set(parameters)
     not_numbers: set[str] = set()
-    for node in nodes:
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    (numbers if _is_python_number(node.value, set())
-                     else not_numbers).add(target.id)
+    assignments = [n for n in nodes if n.__class__ is ast.Assign]
+    for node in assignments:
+        for target in node.targets:
+            if target.__class__ is ast.Name:
+                (numbers if _is_python_number(node.value, frozenset())
+                 else not_numbers).add(target.id)
     numbers -= not_numbers
     keys: set[str] = set()
     for node in nodes:
-        if isinstance(node, ast.Assign):
+        if node.__class__ is ast.Assign:
             for target in node.targets:
                 if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) \
                         and isinstance(target.slice.value, str) \
                         and _is_python_number(node.value, numbers):
                     keys.add(target.slice.value)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        elif node.__class__ is ast.Call and node.func.__class__ is ast.Attribute \
                 and node.func.attr == "setdefault" and len(node.args) == 2 \
                 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str) \
                 and _is_python_number(node.args[1], numbers):
