@@ -275,6 +275,17 @@ def test_noqa_inside_a_string_does_not_count(tmp_path):
     assert run(["check", "opt.py"], tmp_path).exit_code == 1
 
 
+@pytest.mark.parametrize("separator", ["\x0c", "\x85", "\u2028"])
+def test_noqa_after_a_character_splitlines_breaks_at(tmp_path, separator):
+    # Python does not end a line at a form feed (GNU page breaks), NEL or U+2028; a
+    # suppression after one is still read on its own line.
+    source = f'PAGE = "{separator}"  # {separator}\n' + LAZY.replace(
+        'state["m"] = torch.zeros_like(p)', 'state["m"] = torch.zeros_like(p)  # noqa: CS101')
+    (tmp_path / "opt.py").write_text(source, encoding="utf-8")
+    result = run(["check", "opt.py"], tmp_path)
+    assert result.exit_code == 0, result.stdout
+
+
 def test_skip_file(tmp_path):
     (tmp_path / "opt.py").write_text("# cslint: skip-file\n" + LAZY)
     assert run(["check", "opt.py"], tmp_path).exit_code == 0

@@ -120,6 +120,15 @@ def test_cs403_ignores_dtype_checks(tmp_path):
     assert _findings(tmp_path, body, "CS403") == []
 
 
+@pytest.mark.parametrize("line_break", ["\n", "\r\n", "\r"])
+def test_cs403_lines_counted_as_python_counts_them(tmp_path, line_break):
+    # A form feed and NEL inside strings are line breaks to str.splitlines, not to Python.
+    body = 'SEP = "\x0c\x85"\nx = torch.zeros(3, dtype=torch.float64)\n'
+    source = (HEADER + body).replace("\n", line_break)
+    (finding,) = lint_source(source, tmp_path, options={"select": ["CS403"]}).findings
+    assert finding.location.line == HEADER.count("\n") + 2
+
+
 # ---- CS404 --------------------------------------------------------------------------------------
 
 BODY_404 = "trainer.fit(mode='train_and_eval')\n"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 import warnings
 from dataclasses import dataclass, field
@@ -41,6 +42,22 @@ def internal_error(error: Exception, where: str | None = None) -> str:
             "checked; please report this")
 
 
+# Characters `str.splitlines` breaks at and Python does not (form feed, NEL, U+2028...):
+# they may sit in strings and comments, and splitting there would shift every later line.
+_NOT_PYTHON_LINE_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_PYTHON_LINE_BREAK = re.compile("\r\n|\r|\n")
+
+
+def python_lines(text: str) -> list[str]:
+    """The lines of a source text as Python numbers them (line ends \\n, \\r\\n, \\r)."""
+    if _NOT_PYTHON_LINE_BREAKS.search(text) is None:
+        return text.splitlines()
+    lines = _PYTHON_LINE_BREAK.split(text)
+    if lines[-1] == "":
+        lines.pop()  # a final line end starts no line
+    return lines
+
+
 @dataclass
 class SourceFile:
     """A decoded source file, kept as read so fixes can write it back faithfully."""
@@ -63,7 +80,7 @@ class SourceFile:
             raise InputError(display_path, f"unknown encoding {encoding!r}") from None
         if text.startswith("\ufeff"):
             text = text[1:]
-        return cls(path, display_path, raw, text, encoding, text.splitlines())
+        return cls(path, display_path, raw, text, encoding, python_lines(text))
 
     @classmethod
     def read(cls, path: Path, display_path: str) -> "SourceFile":

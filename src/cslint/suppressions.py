@@ -12,6 +12,7 @@ import tokenize
 from pathlib import Path
 
 from cslint.config import Config
+from cslint.source import python_lines
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?",
                    re.IGNORECASE)
@@ -43,7 +44,7 @@ class Suppressions:
 
     def suppresses(self, line: int, code: str) -> bool:
         if self._lines is None:
-            self._lines = self.text.splitlines()
+            self._lines = python_lines(self.text)
         if not 0 < line <= len(self._lines) or "noqa" not in self._lines[line - 1].lower():
             return False
         noqa = self._scan()[0]

@@ -154,8 +154,17 @@ def candidate_lines(text: str, words: Iterable[str]) -> list[int]:
     if not words:
         return []
     pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, words)) + r")\b")
-    return [number for number, line in enumerate(text.splitlines(), start=1)
-            if pattern.search(line)]
+    if "\r" in text:  # line ends as Python counts them (not str.splitlines's many)
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    # One search over the whole text; a line number by counting newlines up to a match.
+    numbers: list[int] = []
+    line, counted_to = 1, 0
+    for match in pattern.finditer(text):
+        line += text.count("\n", counted_to, match.start())
+        counted_to = match.start()
+        if not numbers or numbers[-1] != line:
+            numbers.append(line)
+    return numbers
 
 
 # Nodes with a source position, and those whose decorators sit above it.
