@@ -223,7 +223,7 @@ def _project_files(targets: list[Target], stdin, exclude: ExcludeMatcher,
 
 def _check_module(loaded: _Loaded, project: ProjectIndex, config: Config, rules: list[Rule],
                   facts: dict) -> list[Finding]:
-    suppressions = scan_suppressions(loaded.source.text)
+    suppressions = scan_suppressions(loaded.source.text, loaded.source.lines)
     if suppressions.skip_file:
         return []
     ignored = per_file_ignored_codes(config, loaded.source.path)

@@ -44,13 +44,14 @@ def internal_error(error: Exception, where: str | None = None) -> str:
 
 # Characters `str.splitlines` breaks at and Python does not (form feed, NEL, U+2028...):
 # they may sit in strings and comments, and splitting there would shift every later line.
-_NOT_PYTHON_LINE_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_NOT_PYTHON_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _PYTHON_LINE_BREAK = re.compile("\r\n|\r|\n")
 
 
 def python_lines(text: str) -> list[str]:
     """The lines of a source text as Python numbers them (line ends \\n, \\r\\n, \\r)."""
-    if _NOT_PYTHON_LINE_BREAKS.search(text) is None:
+    # (A substring test per character: several times faster than a character-class regex.)
+    if not any(character in text for character in _NOT_PYTHON_LINE_BREAKS):
         return text.splitlines()
     lines = _PYTHON_LINE_BREAK.split(text)
     if lines[-1] == "":

@@ -12,7 +12,6 @@ import tokenize
 from pathlib import Path
 
 from cslint.config import Config
-from cslint.source import python_lines
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?",
                    re.IGNORECASE)
@@ -28,9 +27,9 @@ class Suppressions:
     finding starts on a line that mentions `noqa`, or a line looks like a skip-file comment
     (tokenize is slow; most files need neither)."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, lines: list[str]):
         self.text = text
-        self._lines: list[str] | None = None
+        self._lines = lines  # as Python numbers them (the SourceFile's)
         self._noqa: dict[int, frozenset[str] | None] | None = None
         self._skip_file: bool | None = None
 
@@ -43,8 +42,6 @@ class Suppressions:
         return self._skip_file
 
     def suppresses(self, line: int, code: str) -> bool:
-        if self._lines is None:
-            self._lines = python_lines(self.text)
         if not 0 < line <= len(self._lines) or "noqa" not in self._lines[line - 1].lower():
             return False
         noqa = self._scan()[0]
@@ -59,8 +56,8 @@ class Suppressions:
         return self._noqa, bool(self._skip_file)
 
 
-def scan_suppressions(text: str) -> Suppressions:
-    return Suppressions(text)
+def scan_suppressions(text: str, lines: list[str]) -> Suppressions:
+    return Suppressions(text, lines)
 
 
 def _scan_comments(text: str) -> tuple[dict[int, frozenset[str] | None], bool]:

@@ -13,6 +13,7 @@ value is its summary under those arguments.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Iterable, Union
@@ -575,7 +576,7 @@ class TensorValueAnalysis:
         if cached is None:
             keys: set[str] = set()
             for method in info.methods.values():
-                if method.mentions("state"):
+                if method.mentions("state") and _may_store_under_a_key(method):
                     keys |= _python_valued_keys(method.statements,
                                                 _number_parameters(method.node))
             cached = self._python_keys_cache[id(info)] = frozenset(keys)
@@ -667,6 +668,16 @@ def _is_python_number(node: ast.expr, numbers: set[str]) -> bool:
     if isinstance(node, ast.UnaryOp):
         return _is_python_number(node.operand, numbers)
     return False
+
+
+# `x["key"] = ...` or `.setdefault(`: what `_python_valued_keys` looks for, as text.
+_KEYED_STORE = re.compile(r"""\[\s*(?:'[^'\n]*'|"[^"\n]*")\s*\]\s*=(?!=)|\.setdefault\(""")
+
+
+def _may_store_under_a_key(function: FunctionInfo) -> bool:
+    """A text pre-filter for `_python_valued_keys` (True when the text is unknown)."""
+    text = function.source_text
+    return text is None or _KEYED_STORE.search(text) is not None
 
 
 def _python_valued_keys(nodes: list[ast.AST], parameters: set[str] = frozenset()) -> set[str]:
@@ -771,13 +782,17 @@ class _Walker:
         self.ref = ref
         self.env: dict[str, Value] = dict(closure or {})
         names = function.parameter_names
-        annotated = analysis.non_tensor_parameters(function)
+        annotated = None  # read only when a value is passed
         for name, value in zip(names, bindings):
             # A parameter declared `int`, `float`, ... holds no tensor, whatever a call
             # site seems to pass (a joined function value, a misread starred call), except
             # a scheduled hyperparameter: `lr: float` is exactly the mistake CS205 is for.
-            scheduled = isinstance(value, Tensor) and value.scheduled
-            self.env[name] = None if name in annotated and not scheduled else value
+            if value is not None and not (isinstance(value, Tensor) and value.scheduled):
+                if annotated is None:
+                    annotated = analysis.non_tensor_parameters(function)
+                if name in annotated:
+                    value = None
+            self.env[name] = value
         # Keyword-only parameters follow the positional ones in `bindings`.
         kwonly = [a.arg for a in function.node.args.kwonlyargs]
         for name, value in zip(kwonly, (*bindings[len(names):], *([None] * len(kwonly)))):
