@@ -520,7 +520,7 @@ class TensorValueAnalysis:
         module = info.module
         python_keys = set(self._python_keys_of_class(info))
         for method in info.methods.values():
-            if not method.mentions("self."):
+            if not _may_set_up_attributes(method):
                 continue  # sets up no `self.X`
             # Statements, and the calls they make directly, hold every fact we want here:
             # far fewer nodes than a walk over every expression.
@@ -668,6 +668,16 @@ def _is_python_number(node: ast.expr, numbers: set[str]) -> bool:
     if isinstance(node, ast.UnaryOp):
         return _is_python_number(node.operand, numbers)
     return False
+
+
+# `self.x = ...` or `register_buffer(`: what `_facts_of_class` looks for, as text.
+_ATTRIBUTE_SETUP = re.compile(r"self\.\w+\s*(?:\\\s*)?=(?!=)|register_(?:buffer|parameter)\(")
+
+
+def _may_set_up_attributes(function: FunctionInfo) -> bool:
+    """A text pre-filter for `_facts_of_class` (True when the text is unknown)."""
+    text = function.source_text
+    return text is None or _ATTRIBUTE_SETUP.search(text) is not None
 
 
 # `x["key"] = ...` or `.setdefault(`: what `_python_valued_keys` looks for, as text.
