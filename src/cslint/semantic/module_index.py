@@ -347,7 +347,7 @@ def _collect(index: ModuleIndex, tree: ast.Module) -> None:
                     index.nested_functions.append(
                         (_function_info(child, index, qualname, None), enclosing))
                 stack.append((child, f"{qualname}.<locals>", class_name, False, child))
-            else:
+            elif child.__class__ in _BLOCK_FIELDS:
                 # if/try/with/for/match bodies: definitions there bind where the block is.
                 stack.append((child, prefix, class_name, at_module_level, enclosing))
 

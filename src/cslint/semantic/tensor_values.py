@@ -62,6 +62,10 @@ NON_TENSOR_TORCH = frozenset({
 HOST_BUILTINS = {"float": "CS204", "int": "CS204", "complex": "CS204", "round": "CS204",
                  "str": "CS204", "repr": "CS204", "format": "CS204", "print": "CS204",
                  "bool": "truth"}
+# Builtins that the analysis follows element-wise (or that give no tensor).
+ITERATION_BUILTINS = frozenset({"min", "max", "sum", "abs", "len", "isinstance", "range", "zip",
+                                "enumerate", "list", "tuple", "reversed", "sorted", "iter",
+                                "next", "dict"})
 LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
                          "log"})
 LOGGER_NAMES = frozenset({"logger", "log", "logging", "_logger", "_log", "LOGGER", "LOG"})
@@ -1319,32 +1323,29 @@ class _CallEvaluator:
         self.func = node.func
 
     def evaluate(self) -> Value:
-        walker, node = self.walker, self.node
-        receiver = None
-        computed_callee = None
-        if isinstance(self.func, ast.Attribute):
-            receiver = walker.eval(self.func.value)
-        elif not isinstance(self.func, ast.Name):
-            computed_callee = walker.eval(self.func)  # `make()(x)`, `fns[i](x)`
-        self.args = list(map(walker.eval, node.args))
-        self.keywords = {k.arg: walker.eval(k.value) for k in node.keywords}
+        walker, node, func = self.walker, self.node, self.func
+        func_class = func.__class__
+        receiver = computed_callee = None
+        if func_class is ast.Attribute:
+            receiver = walker.eval(func.value)
+        elif func_class is not ast.Name:
+            computed_callee = walker.eval(func)  # `make()(x)`, `fns[i](x)`
+        self.args = list(map(walker.eval, node.args)) if node.args else []
+        self.keywords = {k.arg: walker.eval(k.value) for k in node.keywords} \
+            if node.keywords else {}
         self.receiver = receiver
-        if isinstance(self.func, ast.Attribute):
-            result = self.method_call(receiver, self.func.attr)
+        if func_class is ast.Attribute:
+            result = self.method_call(receiver, func.attr)
             if result is not _UNHANDLED:
                 return result
-        dotted = dotted_name(self.func)
+        dotted = dotted_name(func)
         qualified, project_function = walker.analysis.callee_names(walker.module, dotted) \
             if dotted else (None, False)
-        if isinstance(self.func, ast.Name) and self.func.id in HOST_BUILTINS and \
-                self.func.id not in walker.env and qualified is None:
-            return self.builtin(self.func.id)
-        if isinstance(self.func, ast.Name) and self.func.id in ("min", "max", "sum", "abs",
-                                                                 "len", "isinstance", "range",
-                                                                 "zip", "enumerate", "list",
-                                                                 "tuple", "reversed", "sorted",
-                                                                 "iter", "next", "dict"):
-            return self.builtin(self.func.id)
+        if func_class is ast.Name:
+            if func.id in HOST_BUILTINS and func.id not in walker.env and qualified is None:
+                return self.builtin(func.id)
+            if func.id in ITERATION_BUILTINS:
+                return self.builtin(func.id)
         if qualified is not None and not project_function:
             if qualified == "torch" or qualified.startswith("torch."):
                 return self.torch_function(qualified)
@@ -1358,9 +1359,9 @@ class _CallEvaluator:
                     "zeros_like", "ones_like", "full_like", "zeros", "ones", "full"):
                 return combine(self.args, node) or Tensor(
                     False, (_Text("`{}` is built from Python values", node),))
-        if isinstance(self.func, ast.Name):
-            callee = walker.eval(self.func)
-        elif isinstance(self.func, ast.Attribute):
+        if func_class is ast.Name:
+            callee = walker.eval(func)
+        elif func_class is ast.Attribute:
             callee = self.attribute_callee()
         else:
             callee = computed_callee
@@ -1672,14 +1673,14 @@ class _CallEvaluator:
         if name not in SCALAR_ARGUMENTS:
             return
         keyword, scalar_first_arity = SCALAR_ARGUMENTS[name]
-        # `p.add_(g, alpha=-lr)` -> `p.add_(-lr * g)` (Tensor methods only: in
-        # `torch.add(p, g, alpha=a)` alpha scales the second argument).
-        fix = scale_first_argument_fix(name, keyword) \
-            if method and SCALED_METHODS.get(name) == keyword else None
         for k in node.keywords:
             if k.arg == keyword:
                 value = self.keywords.get(keyword)
                 if _is_device(value):
+                    # `p.add_(g, alpha=-lr)` -> `p.add_(-lr * g)` (Tensor methods only: in
+                    # `torch.add(p, g, alpha=a)` alpha scales the second argument).
+                    fix = scale_first_argument_fix(name, keyword) \
+                        if method and SCALED_METHODS.get(name) == keyword else None
                     walker.report_scalar(k.value, value, f"`{keyword}=` of `.{name}()`"
                                          if method else f"`{keyword}=` of `torch.{name}()`",
                                          fix)
