@@ -61,15 +61,6 @@ def dotted_name(node: ast.expr) -> str | None:
     return None
 
 
-def dispatch_table(cls: type, prefix: str) -> dict[type, object]:
-    """Node type -> the method of `cls` named prefix + the type's name: one dict lookup
-    per node instead of a chain of isinstance tests. Types this Python lacks
-    (`TryStar` before 3.11) are left out."""
-    return {getattr(ast, name[len(prefix):]): function
-            for name, function in vars(cls).items()
-            if name.startswith(prefix) and hasattr(ast, name[len(prefix):])}
-
-
 @lru_cache(maxsize=4096)  # messages name the same nodes again and again (a chain's steps)
 def source_snippet(node: ast.AST, limit: int = 60) -> str:
     """The source of an expression for a message, on one line, shortened to `limit`."""

@@ -19,10 +19,11 @@ from functools import cached_property
 from typing import Iterator, Union
 
 from cslint.semantic.module_index import (
-    ClassInfo, FunctionInfo, ModuleIndex, dispatch_table, dotted_name, is_super_call,
+    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, is_super_call,
     source_snippet,
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
+from cslint.semantic.walker import StatementWalker
 
 EAGER_CREATION_OPS = frozenset({
     "torch.zeros_like", "torch.ones_like", "torch.full_like",
@@ -430,7 +431,7 @@ def _init_enables_global_step(init: FunctionInfo) -> bool:
     return False
 
 
-class _FunctionWalker:
+class _FunctionWalker(StatementWalker):
     """Walks one function body for one call context, statements in order."""
 
     def __init__(self, analysis: OptimizerStateAnalysis, context: _Context, call: _Call,
@@ -451,7 +452,6 @@ class _FunctionWalker:
         self.updated: set[tuple[int, str | None]] = set()
         # Entries written by assignment, with the statement counter at the write.
         self.written: dict[tuple[int, str | None], int] = {}
-        self.statement_counter = 0
         self.lost_candidates: list[tuple[ast.AST, str, StateTensor, int]] = []
         self.wrote_state = False  # whether a decision here depended on the class's keys
         self.handed_in: dict[str, StateTensor] = {}
@@ -503,17 +503,6 @@ class _FunctionWalker:
 
     # ---- statements ---------------------------------------------------------------
 
-    def block(self, statements: list[ast.stmt]) -> None:
-        for statement in statements:
-            self.statement_counter += 1
-            handler = _STATEMENTS.get(statement.__class__)
-            if handler is not None:
-                handler(self, statement)
-            else:
-                for child in ast.iter_child_nodes(statement):
-                    if isinstance(child, ast.expr):
-                        self.eval(child)
-
     def statement_Assign(self, node: ast.Assign) -> None:
         value = self.eval(node.value)
         for target in node.targets:
@@ -562,15 +551,6 @@ class _FunctionWalker:
 
     statement_AsyncWith = statement_With
 
-    def statement_Try(self, node: ast.Try) -> None:
-        self.block(node.body)
-        for handler in node.handlers:
-            self.block(handler.body)
-        self.block(node.orelse)
-        self.block(node.finalbody)
-
-    statement_TryStar = statement_Try
-
     def statement_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         # A nested function sees this scope (closures); walk it where it is defined.
         saved = dict(self.env)
@@ -581,20 +561,9 @@ class _FunctionWalker:
 
     statement_AsyncFunctionDef = statement_FunctionDef
 
-    def statement_ClassDef(self, node: ast.ClassDef) -> None:
-        return
-
     def statement_Return(self, node: ast.Return) -> None:
         if node.value is not None:
             self.escape_derived(self.eval(node.value))
-
-    def statement_Expr(self, node: ast.Expr) -> None:
-        self.eval(node.value)
-
-    def statement_Match(self, node) -> None:
-        self.eval(node.subject)
-        for case in node.cases:
-            self.block(case.body)
 
     def guarded_block(self, body: list[ast.stmt], guarded: bool) -> None:
         self.guard_depth += guarded
@@ -608,7 +577,7 @@ class _FunctionWalker:
                     and value.source == previous
                     and self.handed_in.get(target.id) is not previous):
                 self.lost_candidates.append((statement, target.id, previous,
-                                             self.statement_counter))
+                                             self.statements_seen))
             self.env[target.id] = value
         elif isinstance(target, (ast.Tuple, ast.List)):
             items = value.items if isinstance(value, Sequence_) else None
@@ -708,7 +677,7 @@ class _FunctionWalker:
             elif role is Role.STEP and (iterated or (k is not None and k in existing)) \
                     and not same_object:
                 self.report("CS102", node, self._rebind_message(k, key_node))
-            self.written[entry] = self.statement_counter
+            self.written[entry] = self.statements_seen
             if not same_object:
                 self.versions[entry] = self.versions.get(entry, 0) + 1
 
@@ -731,21 +700,6 @@ class _FunctionWalker:
             "update it in place afterwards"))
 
     # ---- expressions -----------------------------------------------------------------
-
-    def eval(self, node: ast.expr | None) -> Value:
-        if node is None:
-            return None
-        evaluator = _EVALUATORS.get(node.__class__)
-        if evaluator is not None:
-            return evaluator(self, node)
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.expr):
-                self.eval(child)
-            elif isinstance(child, ast.comprehension):
-                self.eval(child.iter)
-                for condition in child.ifs:
-                    self.eval(condition)
-        return None
 
     def eval_Name(self, node: ast.Name) -> Value:
         return self.env.get(node.id)
@@ -1069,9 +1023,6 @@ class _FunctionWalker:
                 f"(e.g. {name}.mul_(...).add_(...)) or write it back with {key}.copy_({name})")
 
 
-# Node type -> the walker method for it.
-_STATEMENTS = dispatch_table(_FunctionWalker, "statement_")
-_EVALUATORS = dispatch_table(_FunctionWalker, "eval_")
 
 
 def _derive(value: Value) -> Value:

@@ -22,10 +22,11 @@ from cslint.diagnostics import Fix
 from cslint.source import internal_error
 from cslint.fixes import SCALED_METHODS, scale_first_argument_fix
 from cslint.semantic.module_index import (
-    ClassInfo, FunctionInfo, ModuleIndex, decorator_name, dispatch_table, dotted_name,
+    ClassInfo, FunctionInfo, ModuleIndex, decorator_name, dotted_name,
     is_super_call, source_snippet,
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
+from cslint.semantic.walker import StatementWalker
 
 CLOSED_FORMS = ("_get_closed_form_lr", "_get_closed_form", "get_lr")
 TRACE_DECORATORS = {"cerebras.pytorch.trace"}
@@ -784,7 +785,7 @@ def _signature(value: Value) -> object:
     return None
 
 
-class _Walker:
+class _Walker(StatementWalker):
     """One function under one set of argument values."""
 
     def __init__(self, analysis: TensorValueAnalysis, function: FunctionInfo,
@@ -823,16 +824,6 @@ class _Walker:
         self.analysis.report(code, self.function, node, message, fix)
 
     # ---- statements ----------------------------------------------------------------
-
-    def block(self, statements: list[ast.stmt]) -> None:
-        for statement in statements:
-            handler = _STATEMENTS.get(statement.__class__)
-            if handler is not None:
-                handler(self, statement)
-            else:
-                for child in ast.iter_child_nodes(statement):
-                    if isinstance(child, ast.expr):
-                        self.eval(child)
 
     def statement_Assign(self, node: ast.Assign) -> None:
         value = self.eval(node.value)
@@ -888,21 +879,9 @@ class _Walker:
 
     statement_AsyncWith = statement_With
 
-    def statement_Try(self, node: ast.Try) -> None:
-        self.block(node.body)
-        for handler in node.handlers:
-            self.block(handler.body)
-        self.block(node.orelse)
-        self.block(node.finalbody)
-
-    statement_TryStar = statement_Try
-
     def statement_Return(self, node: ast.Return) -> None:
         if node.value is not None:
             self.returned = join(self.returned, self.eval(node.value))
-
-    def statement_Expr(self, node: ast.Expr) -> None:
-        self.eval(node.value)
 
     def statement_Assert(self, node: ast.Assert) -> None:
         self.test(node.test, "CS203")
@@ -917,17 +896,9 @@ class _Walker:
 
     statement_AsyncFunctionDef = statement_FunctionDef
 
-    def statement_ClassDef(self, node: ast.ClassDef) -> None:
-        return
-
     def statement_Raise(self, node: ast.Raise) -> None:
         if node.exc is not None:
             self.eval(node.exc)
-
-    def statement_Match(self, node) -> None:
-        self.eval(node.subject)
-        for case in node.cases:
-            self.block(case.body)
 
     def loop_iterable(self, node: ast.expr) -> Value:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
@@ -1016,17 +987,6 @@ class _Walker:
         return value
 
     # ---- expressions ----------------------------------------------------------------------
-
-    def eval(self, node: ast.expr | None) -> Value:
-        if node is None:
-            return None
-        method = _EVALUATORS.get(type(node))
-        if method is not None:
-            return method(self, node)
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.expr):
-                self.eval(child)
-        return None
 
     def eval_Name(self, node: ast.Name) -> Value:
         if node.id in self.env:
@@ -1297,9 +1257,6 @@ class _Walker:
                 "torch.where(mask, x, 0) or multiply by the mask")
 
 
-# Node type -> the walker method for it.
-_EVALUATORS = dispatch_table(_Walker, "eval_")
-_STATEMENTS = dispatch_table(_Walker, "statement_")
 
 
 def _names_bool_dtype(call: ast.Call) -> bool:

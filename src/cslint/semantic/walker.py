@@ -1,0 +1,87 @@
+"""The control flow shared by the two abstract interpreters: the optimizer-state analysis
+and the tensor-value inference each walk a function's statements in order and evaluate
+its expressions to abstract values of their own.
+
+A subclass gives its values through `eval_<NodeType>` methods and its statements through
+`statement_<NodeType>` methods; the walker finds each by the node's type with one dict
+lookup (a chain of isinstance tests per node cost more than the analyses' own work). Node
+types without a method of their own have their sub-expressions evaluated, values dropped.
+"""
+
+from __future__ import annotations
+
+import ast
+
+
+def _dispatch_table(cls: type, prefix: str) -> dict[type, object]:
+    """Node type -> the method of `cls` (inherited ones too) named prefix + the type's
+    name. Types this Python lacks (`TryStar` before 3.11) are left out."""
+    return {getattr(ast, name[len(prefix):]): getattr(cls, name)
+            for name in dir(cls)
+            if name.startswith(prefix) and hasattr(ast, name[len(prefix):])}
+
+
+class StatementWalker:
+    """Walks one function: `block` runs statements, `eval` gives an expression's value."""
+
+    _statement_methods: dict[type, object] = {}
+    _eval_methods: dict[type, object] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._statement_methods = _dispatch_table(cls, "statement_")
+        cls._eval_methods = _dispatch_table(cls, "eval_")
+
+    # Statements walked so far: the order of writes and reads within a walk.
+    statements_seen = 0
+
+    def block(self, statements: list[ast.stmt]) -> None:
+        methods = self._statement_methods
+        for statement in statements:
+            self.statements_seen += 1
+            method = methods.get(statement.__class__)
+            if method is not None:
+                method(self, statement)
+            else:
+                self.eval_parts(statement)
+
+    def eval(self, node: ast.expr | None):
+        if node is None:
+            return None
+        method = self._eval_methods.get(node.__class__)
+        if method is not None:
+            return method(self, node)
+        self.eval_parts(node)
+        return None
+
+    def eval_parts(self, node: ast.AST) -> None:
+        """Evaluate what a node without a method of its own holds, for its findings."""
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self.eval(child)
+            elif isinstance(child, ast.comprehension):
+                self.eval(child.iter)
+                for condition in child.ifs:
+                    self.eval(condition)
+
+    # ---- statements both analyses walk alike ------------------------------------------
+
+    def statement_Expr(self, node: ast.Expr) -> None:
+        self.eval(node.value)
+
+    def statement_Try(self, node: ast.Try) -> None:
+        self.block(node.body)
+        for handler in node.handlers:
+            self.block(handler.body)
+        self.block(node.orelse)
+        self.block(node.finalbody)
+
+    statement_TryStar = statement_Try
+
+    def statement_ClassDef(self, node: ast.ClassDef) -> None:
+        """A class defined inside a function is not walked: its methods are its own."""
+
+    def statement_Match(self, node) -> None:
+        self.eval(node.subject)
+        for case in node.cases:
+            self.block(case.body)
