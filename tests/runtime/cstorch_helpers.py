@@ -8,12 +8,62 @@ a linear LR scheduler.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib.util
+import sys
+import types
+from pathlib import Path
 
 import pytest
 import torch
 
 import cslint.cstorch as cstorch
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+_MISSING = object()
+
+
+def cerebras_modules() -> dict[str, types.ModuleType]:
+    """`cerebras.pytorch` and its optim submodules mapped to cslint.cstorch: what a
+    fixture written for the cluster imports."""
+    cerebras = types.ModuleType("cerebras")
+    cerebras.__path__ = []
+    cerebras.pytorch = cstorch
+    return {
+        "cerebras": cerebras,
+        "cerebras.pytorch": cstorch,
+        "cerebras.pytorch.optim": cstorch.optim,
+        "cerebras.pytorch.optim.optimizer": cstorch.optim.optimizer,
+        "cerebras.pytorch.optim.lr_scheduler": cstorch.optim.lr_scheduler,
+        "cerebras.pytorch.optim.scheduler": cstorch.optim.scheduler,
+        "cerebras.pytorch.optim.weight_decay_scheduler": cstorch.optim.weight_decay_scheduler,
+    }
+
+
+@contextlib.contextmanager
+def swapped_modules(replacements: dict):
+    """`sys.modules` with `replacements` in place for the duration."""
+    saved = {name: sys.modules.get(name, _MISSING) for name in replacements}
+    sys.modules.update(replacements)
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is _MISSING:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+def load_fixture(relative: str) -> types.ModuleType:
+    """A single-file fixture (path under fixtures/) run as a module on cslint.cstorch."""
+    path = FIXTURES / relative
+    spec = importlib.util.spec_from_file_location(f"fixture_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    with swapped_modules(cerebras_modules()):
+        spec.loader.exec_module(module)
+    return module
 
 
 @functools.lru_cache(maxsize=None)

@@ -60,7 +60,7 @@ import cslint.cstorch as cstorch
 from cslint.cstorch.guard import host_side
 from cslint.cstorch.optim.lr_scheduler import LRScheduler
 from cslint.cstorch.optim.scheduler import Scheduler
-from cstorch_helpers import CompliantSGD
+from cstorch_helpers import CompliantSGD, cerebras_modules, swapped_modules
 
 _TESTS = Path(__file__).resolve().parents[1]
 if str(_TESTS) not in sys.path:  # tests/helpers.py, shared with tests/test_fixtures.py
@@ -377,23 +377,6 @@ class LoadedUnit:
     trees: dict[str, ast.Module]
 
 
-_MISSING = object()
-
-
-@contextlib.contextmanager
-def _swapped_modules(replacements: dict):
-    saved = {name: sys.modules.get(name, _MISSING) for name in replacements}
-    sys.modules.update(replacements)
-    try:
-        yield
-    finally:
-        for name, module in saved.items():
-            if module is _MISSING:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
-
-
 class _DeclaredSchedulerBase(LRScheduler):
     """Stands in for a project scheduler base a fixture declares (`scheduler-bases`)."""
 
@@ -421,18 +404,7 @@ def _fixture_modules(options: dict) -> dict:
     project APIs a fixture declares in its options (installed packages, not in the run):
     `optimizer-bases` are the cstorch Optimizer, `scheduler-bases` an LRScheduler,
     `traced-decorators` cstorch.trace."""
-    cerebras = types.ModuleType("cerebras")
-    cerebras.__path__ = []
-    cerebras.pytorch = cstorch
-    modules = {
-        "cerebras": cerebras,
-        "cerebras.pytorch": cstorch,
-        "cerebras.pytorch.optim": cstorch.optim,
-        "cerebras.pytorch.optim.optimizer": cstorch.optim.optimizer,
-        "cerebras.pytorch.optim.lr_scheduler": cstorch.optim.lr_scheduler,
-        "cerebras.pytorch.optim.scheduler": cstorch.optim.scheduler,
-        "cerebras.pytorch.optim.weight_decay_scheduler": cstorch.optim.weight_decay_scheduler,
-    }
+    modules = cerebras_modules()
     for dotted in options.get("optimizer-bases", []):
         _stub(modules, dotted, cstorch.optim.Optimizer)
     for dotted in options.get("scheduler-bases", []):
@@ -570,7 +542,7 @@ def load_unit(unit_id: str) -> LoadedUnit:
             marks.append(Mark(str(file), line, code, lines[line - 1].strip()))
     namespaces, failed = {}, {}
     if not broken:
-        with _swapped_modules(_fixture_modules(options)):
+        with swapped_modules(_fixture_modules(options)):
             if path.is_dir():
                 namespaces, failed = _load_package(path)
             else:
@@ -896,7 +868,7 @@ def _run_once(loaded: LoadedUnit, target: Target, variant: Variant, unchecked: d
     tracer = _Tracer(loaded.files, unchecked)
     # Module initialisation draws from the global generator: the same values in every
     # replay, and the other tests' global generator left as it was.
-    with _swapped_modules(_fixture_modules(loaded.options)), \
+    with swapped_modules(_fixture_modules(loaded.options)), \
             torch.random.fork_rng(devices=[]), tracer:
         torch.manual_seed(0)
         try:
