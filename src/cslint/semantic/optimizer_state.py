@@ -38,6 +38,10 @@ class Role(Enum):
     OTHER = "other"
     RESTORE = "restore"
 
+    # Members are singletons: hash by identity in C, not Enum's Python-level name hash
+    # (roles key every walk of the analysis).
+    __hash__ = object.__hash__
+
 
 # ---- abstract values ---------------------------------------------------------
 
