@@ -10,7 +10,9 @@ times only the work, not the interpreter's start or the imports: reading and
 `ast.parse`-ing every file; a whole `cslint check` of the folder with every rule
 (reading, parsing, indexing, all analyses); and `libcst.parse_module` on the same files
 (on every N-th file, scaled up, with --libcst-sample N). Prints the medians of --repeat
-runs and the ratios (target for cslint / ast.parse: at most 3).
+runs and the ratios (target for cslint / ast.parse: at most 3), and the median of the
+per-pair ratios (each lint run against the parse run just before it), which a machine
+whose speed drifts during the runs disturbs less.
 """
 
 from __future__ import annotations
