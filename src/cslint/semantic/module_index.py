@@ -52,10 +52,10 @@ def dotted_name(node: ast.expr) -> str | None:
     if node.__class__ is ast.Name:  # most names, without building a list
         return node.id
     parts: list[str] = []
-    while isinstance(node, ast.Attribute):
+    while node.__class__ is ast.Attribute:
         parts.append(node.attr)
         node = node.value
-    if isinstance(node, ast.Name):
+    if node.__class__ is ast.Name:
         parts.append(node.id)
         return ".".join(reversed(parts))
     return None
@@ -320,17 +320,23 @@ def _collect(index: ModuleIndex, tree: ast.Module) -> None:
     while stack:
         node, prefix, class_name, at_module_level, enclosing = stack.pop()
         for child in _statement_children(node):
-            if isinstance(child, (ast.Import, ast.ImportFrom)):
+            kind = child.__class__
+            if kind not in _DEFINITIONS:  # most statements: nothing to record or enter
+                if kind in _BLOCK_FIELDS:
+                    # if/try/with/for/match bodies: definitions there bind where the
+                    # block is.
+                    stack.append((child, prefix, class_name, at_module_level, enclosing))
+            elif kind is ast.Import or kind is ast.ImportFrom:
                 # Imports anywhere (functions, try/except, TYPE_CHECKING) bind for the whole
                 # module: a simplification that favours resolving over missing.
                 _record_import(index, child)
-            elif isinstance(child, ast.ClassDef):
+            elif kind is ast.ClassDef:
                 qualname = f"{prefix}.{child.name}"
                 index.classes[qualname] = _class_info(child, index, qualname)
                 if at_module_level:
                     index.top_level_classes[child.name] = qualname
                 stack.append((child, qualname, qualname, False, None))
-            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            else:  # a function
                 qualname = f"{prefix}.{child.name}"
                 if at_module_level:
                     index.functions[child.name] = _function_info(child, index, qualname, None)
@@ -338,9 +344,10 @@ def _collect(index: ModuleIndex, tree: ast.Module) -> None:
                     index.nested_functions.append(
                         (_function_info(child, index, qualname, None), enclosing))
                 stack.append((child, f"{qualname}.<locals>", class_name, False, child))
-            elif child.__class__ in _BLOCK_FIELDS:
-                # if/try/with/for/match bodies: definitions there bind where the block is.
-                stack.append((child, prefix, class_name, at_module_level, enclosing))
+
+
+_DEFINITIONS = frozenset({ast.Import, ast.ImportFrom, ast.ClassDef, ast.FunctionDef,
+                          ast.AsyncFunctionDef})
 
 
 def _record_import(index: ModuleIndex, node: ast.Import | ast.ImportFrom) -> None:

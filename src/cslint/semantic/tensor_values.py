@@ -154,10 +154,23 @@ Value = Union[None, Tensor, Marker, Sequence, Container, Function, Items]
 
 
 def _is_device(value: Value) -> bool:
-    return isinstance(value, Tensor) and value.device
+    return value.__class__ is Tensor and value.device
+
+
+# What one path knows survives "nothing known" on the other (a helper that returns a
+# tuple of state tensors on one path and nothing on another); a tensor on any path stays
+# a tensor.
+_KEPT_OVER_NOTHING = frozenset({Tensor, Marker, Function, Sequence, Container})
 
 
 def join(a: Value, b: Value) -> Value:
+    # (Class identity tests: joins run at every branch and call, isinstance costs more.)
+    if a is b:
+        return a
+    if a is None:
+        return b if b.__class__ in _KEPT_OVER_NOTHING else None
+    if b is None:
+        return a if a.__class__ in _KEPT_OVER_NOTHING else None
     if a == b:
         return a
     if isinstance(a, Tensor) and isinstance(b, Tensor):
@@ -177,12 +190,6 @@ def join(a: Value, b: Value) -> Value:
         return Function(tuple(targets))
     if isinstance(a, Sequence) and isinstance(b, Sequence) and len(a.items) == len(b.items):
         return Sequence(tuple(join(x, y) for x, y in zip(a.items, b.items)))
-    # "Nothing known" on one path keeps what the other path knows (a helper that
-    # returns a tuple of state tensors on one path and nothing on another).
-    if a is None:
-        return b if isinstance(b, (Marker, Function, Sequence, Container)) else None
-    if b is None:
-        return a if isinstance(a, (Marker, Function, Sequence, Container)) else None
     return None
 
 
@@ -201,9 +208,11 @@ def combine(values: Iterable[Value], step) -> Value:
     """A tensor computed from `values` (arithmetic, torch ops): device if any input is."""
     tensors = []
     for value in values:
-        if isinstance(value, (Container, Sequence)):
+        if value is None:
+            continue
+        if value.__class__ is Container or value.__class__ is Sequence:
             value = element_of(value)  # torch.cat([...]), torch.stack(tensors)
-        if isinstance(value, Tensor):
+        if value.__class__ is Tensor:
             tensors.append(value)
     if not tensors:
         return None
@@ -772,15 +781,18 @@ def _without_class(signature: object) -> object:
 
 
 def _signature(value: Value) -> object:
-    if isinstance(value, Tensor):
+    kind = value.__class__
+    if value is None:
+        return None
+    if kind is Tensor:
         return ("T", value.device, value.scheduled, value.boolean)
-    if isinstance(value, Marker):
+    if kind is Marker:
         return ("M", value.kind, id(value.ref))
-    if isinstance(value, Sequence):
+    if kind is Sequence:
         return ("S", tuple(_signature(v) for v in value.items))
-    if isinstance(value, Container):
+    if kind is Container:
         return ("C", _signature(value.element))
-    if isinstance(value, Function):
+    if kind is Function:
         return ("F", tuple(id(t[0]) for t in value.targets))
     return None
 
