@@ -1286,6 +1286,8 @@ class _CallEvaluator:
     """One call in traced code: host reads, scalar arguments, data-dependent shapes,
     then the value it gives (following project functions with their arguments)."""
 
+    __slots__ = ("walker", "node", "func", "args", "keywords", "receiver")
+
     def __init__(self, walker: _Walker, node: ast.Call):
         self.walker = walker
         self.node = node
