@@ -61,15 +61,20 @@ class OfficialClass:
     returns_tensor: frozenset[str] = frozenset()
     # Release-specific differences: (first release without them, methods, abstract methods).
     before: tuple[tuple[Version, frozenset[str], frozenset[str]], ...] = ()
+    # methods_for's answers by release (method lookups ask for every name of every class).
+    _by_release: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def methods_for(self, version: Version | None) -> tuple[frozenset[str], frozenset[str]]:
         """(defined methods, abstract methods) for a release; None means the newest."""
-        methods, abstract = set(self.methods), set(self.abstract)
-        for until, extra_methods, extra_abstract in self.before:
-            if version is not None and version < until:
-                methods |= extra_methods
-                abstract |= extra_abstract
-        return frozenset(methods), frozenset(abstract)
+        found = self._by_release.get(version)
+        if found is None:
+            methods, abstract = set(self.methods), set(self.abstract)
+            for until, extra_methods, extra_abstract in self.before:
+                if version is not None and version < until:
+                    methods |= extra_methods
+                    abstract |= extra_abstract
+            found = self._by_release[version] = (frozenset(methods), frozenset(abstract))
+        return found
 
 
 @dataclass

@@ -101,7 +101,8 @@ class ProjectIndex:
         self._mro: dict[int, list[ClassRef]] = {}
         self._ancestor_names: dict[int, frozenset[str]] = {}
         self._kinds: dict[int, ClassKinds] = {}
-        self._methods: dict[tuple, MethodLookup | None] = {}
+        self._method_tables: dict[tuple, tuple[dict[str, MethodLookup], MethodLookup | None]] = {}
+        self._entry_methods: dict[tuple[int, Version | None], dict[str, MethodLookup]] = {}
 
     def _add(self, module: ModuleIndex) -> None:
         self.modules.append(module)
@@ -364,33 +365,51 @@ class ProjectIndex:
     def find_method(self, ref: ClassRef, name: str, version: Version | None = None,
                     after: ClassRef | None = None) -> MethodLookup | None:
         """Resolve `name` along the MRO (after `after`, for super()). None: not defined;
-        UNKNOWN_METHOD: a class we cannot see comes first and may define it. Memoised,
-        like the MRO it walks."""
-        key = (id(ref), name, version, id(after))
-        if key not in self._methods:
-            self._methods[key] = self._find_method(ref, name, version, after)
-        return self._methods[key]
+        UNKNOWN_METHOD: a class we cannot see comes first and may define it."""
+        table, others = self._method_table(ref, version, after)
+        return table.get(name, others)
 
-    def _find_method(self, ref: ClassRef, name: str, version: Version | None,
-                     after: ClassRef | None) -> MethodLookup | None:
-        order = self.mro(ref)
-        if after is not None:
-            positions = [i for i, entry in enumerate(order) if entry is after]
-            order = order[positions[0] + 1:] if positions else []
-        for entry in order:
+    def _method_table(self, ref: ClassRef, version: Version | None, after: ClassRef | None
+                      ) -> tuple[dict[str, MethodLookup], MethodLookup | None]:
+        """Every name the MRO (after `after`) resolves, and what other names get: one
+        table per class, merged from each entry's own table (analyses ask for every
+        method of every class)."""
+        key = (id(ref), version, id(after))
+        found = self._method_tables.get(key)
+        if found is None:
+            order = self.mro(ref)
+            if after is not None:
+                positions = [i for i, entry in enumerate(order) if entry is after]
+                order = order[positions[0] + 1:] if positions else []
+            others = None
+            for position, entry in enumerate(order):
+                if entry.unknown:  # it may define any name the entries before it do not
+                    order, others = order[:position], UNKNOWN_METHOD
+                    break
+            table: dict[str, MethodLookup] = {}
+            for entry in reversed(order):  # nearer entries override farther ones
+                table.update(self._own_methods(entry, version))
+            found = self._method_tables[key] = (table, others)
+        return found
+
+    def _own_methods(self, entry: ClassRef, version: Version | None) -> dict[str, MethodLookup]:
+        """The names one class defines itself: methods, then attributes assigned in its
+        body (`step = _step`), then for official classes their table's methods."""
+        key = (id(entry), version)
+        found = self._entry_methods.get(key)
+        if found is None:
+            found = {}
             if entry.info is not None:
-                function = entry.info.methods.get(name)
-                if function is not None:
-                    return MethodLookup(entry, function, function.is_abstract)
-                if name in entry.info.class_attributes:
-                    return MethodLookup(entry, None, False)
+                for name in entry.info.class_attributes:
+                    found[name] = MethodLookup(entry, None, False)
+                for name, function in entry.info.methods.items():  # methods win
+                    found[name] = MethodLookup(entry, function, function.is_abstract)
             elif entry.official is not None:
                 methods, abstract = entry.official.methods_for(version)
-                if name in methods or name in abstract:
-                    return MethodLookup(entry, None, name in abstract)
-            else:
-                return UNKNOWN_METHOD
-        return None
+                for name in methods | abstract:
+                    found[name] = MethodLookup(entry, None, name in abstract)
+            self._entry_methods[key] = found
+        return found
 
     @cached_property
     def project_classes(self) -> list[ClassRef]:
