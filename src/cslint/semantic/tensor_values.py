@@ -684,24 +684,31 @@ def _is_python_number(node: ast.expr, numbers: set[str]) -> bool:
     return False
 
 
-# `self.x = ...` or `register_buffer(`: what `_facts_of_class` looks for, as text.
-_ATTRIBUTE_SETUP = re.compile(r"self\.\w+\s*(?:\\\s*)?=(?!=)|register_(?:buffer|parameter)\(")
+# Text pre-filters: each regex starts with a literal, which `re` finds fast (alternations
+# and character classes first are several times slower), and the rest are substring tests.
+
+# `self.x = ...` or `register_buffer(`: what `_facts_of_class` looks for.
+_SELF_ATTRIBUTE_STORE = re.compile(r"self\.\w+\s*(?:\\\s*)?=(?!=)")
 
 
 def _may_set_up_attributes(function: FunctionInfo) -> bool:
     """A text pre-filter for `_facts_of_class` (True when the text is unknown)."""
     text = function.source_text
-    return text is None or _ATTRIBUTE_SETUP.search(text) is not None
+    return text is None or "register_buffer(" in text or "register_parameter(" in text \
+        or _SELF_ATTRIBUTE_STORE.search(text) is not None
 
 
-# `x["key"] = ...` or `.setdefault(`: what `_python_valued_keys` looks for, as text.
-_KEYED_STORE = re.compile(r"""\[\s*(?:'[^'\n]*'|"[^"\n]*")\s*\]\s*=(?!=)|\.setdefault\(""")
+# `x["key"] = ...` or `.setdefault(`: what `_python_valued_keys` looks for; a store under
+# a literal key contains `] =`, the cheap test that comes first.
+_CLOSING_STORE = re.compile(r"\]\s*=(?!=)")
+_KEYED_STORE = re.compile(r"""\[\s*(?:'[^'\n]*'|"[^"\n]*")\s*\]\s*=(?!=)""")
 
 
 def _may_store_under_a_key(function: FunctionInfo) -> bool:
     """A text pre-filter for `_python_valued_keys` (True when the text is unknown)."""
     text = function.source_text
-    return text is None or _KEYED_STORE.search(text) is not None
+    return text is None or ".setdefault(" in text or (
+        _CLOSING_STORE.search(text) is not None and _KEYED_STORE.search(text) is not None)
 
 
 def _python_valued_keys(nodes: list[ast.AST], parameters: set[str] = frozenset()) -> set[str]:
