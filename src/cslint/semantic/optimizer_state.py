@@ -309,10 +309,10 @@ class OptimizerStateAnalysis:
         # Every other method is an entry of its own unless one already reached it; one
         # that never names `state` can only matter through what it calls.
         for name in self._method_names(ref):
-            entry = self._entry(ref, name, Role.OTHER)
-            if entry is not None and id(entry.function) not in reached \
-                    and self._mentions_state(entry.function):
-                run([entry])
+            function = self._entry_function(ref, name)
+            if function is not None and id(function) not in reached \
+                    and self._mentions_state(function):
+                run([self._call(function, Role.OTHER, name)])
         self.created_keys[id(ref)] = (frozenset(context.created_keys), context.open_keys)
         return events
 
@@ -377,12 +377,20 @@ class OptimizerStateAnalysis:
         return list(names)
 
     def _entry(self, ref: ClassRef, name: str, role: Role) -> _Call | None:
+        function = self._entry_function(ref, name)
+        return self._call(function, role, name) if function is not None else None
+
+    def _entry_function(self, ref: ClassRef, name: str) -> FunctionInfo | None:
+        """The project function a class runs for method `name` (not machinery's, not
+        an abstract one)."""
         found = self.project.find_method(ref, name, self.version)
-        if found is None or found.function is None or self.project.is_machinery(found.owner):
+        if found is None or found.function is None or found.function.is_abstract \
+                or self.project.is_machinery(found.owner):
             return None
-        function = found.function
-        if function.is_abstract:
-            return None
+        return found.function
+
+    @staticmethod
+    def _call(function: FunctionInfo, role: Role, name: str) -> _Call:
         bindings = (OPTIMIZER,) if function.kind in ("method", "property") else ()
         return _Call(function, role, bindings, False, f"{name}()")
 
