@@ -150,18 +150,22 @@ def iter_calls(tree: ast.AST, lines: list[int] | None = None) -> Iterator[ast.Ca
 
 def candidate_lines(text: str, words: Iterable[str]) -> list[int]:
     """1-based numbers of the lines holding any of `words` as a word."""
-    words = sorted(set(words))
-    if not words:
-        return []
-    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, words)) + r")\b")
     if "\r" in text:  # line ends as Python counts them (not str.splitlines's many)
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    # One search over the whole text; a line number by counting newlines up to a match.
+    # Each word on its own: a pattern that starts with a literal is found fast by `re`
+    # (an alternation behind `\b` is tried at every character); the word boundary in
+    # front is checked by hand.
+    starts: list[int] = []
+    for word in set(words):
+        for match in re.finditer(re.escape(word) + r"(?!\w)", text):
+            start = match.start()
+            if start == 0 or not (text[start - 1].isalnum() or text[start - 1] == "_"):
+                starts.append(start)
     numbers: list[int] = []
     line, counted_to = 1, 0
-    for match in pattern.finditer(text):
-        line += text.count("\n", counted_to, match.start())
-        counted_to = match.start()
+    for start in sorted(starts):
+        line += text.count("\n", counted_to, start)
+        counted_to = start
         if not numbers or numbers[-1] != line:
             numbers.append(line)
     return numbers
