@@ -19,7 +19,7 @@ from functools import cached_property
 from typing import Iterator, Union
 
 from cslint.semantic.module_index import (
-    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, is_super_call,
+    FunctionInfo, ModuleIndex, dotted_name, is_super_call,
     source_snippet,
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
@@ -199,7 +199,6 @@ class OptimizerStateAnalysis:
         # Walks that did not depend on their class: (calls made, how `self.x` resolved).
         self._context_free_calls: dict[tuple, tuple[list[_Call], list[tuple]]] = {}
         self._global_step: dict[int, bool] = {}
-        self._callees: dict[tuple[int, str], tuple] = {}
 
     @cached_property
     def events(self) -> list[StateEvent]:
@@ -336,26 +335,6 @@ class OptimizerStateAnalysis:
         if any(_signature(b) is not None and b is not OPTIMIZER for b in call.bindings):
             return True
         return call.function.mentions(".state")
-
-    def callee(self, module: ModuleIndex, dotted: str
-               ) -> tuple[str | None, FunctionInfo | None, tuple[ClassInfo, str] | None]:
-        """What a called name is: its qualified name, the project function it names, or
-        the project class and method of `ClassName.method`. Memoised per module and name:
-        every call site of a name asks again."""
-        key = (id(module), dotted)
-        found = self._callees.get(key)
-        if found is None:
-            target = self.project.resolve_in_module(module, dotted)
-            function = target if isinstance(target, FunctionInfo) else None
-            owner = None
-            head, _, method = dotted.rpartition(".")
-            if function is None and head:
-                info = self.project.resolve_in_module(module, head)
-                if isinstance(info, ClassInfo):
-                    owner = (info, method)
-            found = self._callees[key] = (self.project.qualified_name(module, dotted),
-                                          function, owner)
-        return found
 
     def _same_resolutions(self, ref: ClassRef, resolutions: list[tuple]) -> bool:
         for name, after_name, function_id in resolutions:
@@ -899,7 +878,7 @@ class _FunctionWalker(StatementWalker):
 
     def qualified(self, func: ast.expr) -> str | None:
         dotted = dotted_name(func)
-        return self.analysis.callee(self.module, dotted)[0] if dotted else None
+        return self.project.callee(self.module, dotted)[0] if dotted else None
 
     def _bindings(self, function: FunctionInfo, first: Value | None, args: list[Value],
                   keywords: dict, bound: bool) -> tuple:
@@ -952,7 +931,7 @@ class _FunctionWalker(StatementWalker):
         dotted = dotted_name(func)
         if dotted is None:
             return
-        _, target, owner = self.analysis.callee(self.module, dotted)
+        _, target, owner = self.project.callee(self.module, dotted)
         if target is not None:
             self._push(target, self._bindings(target, None, args, keywords, bound=False))
         elif owner is not None:  # `ClassName.method(self, ...)` on a project class

@@ -98,6 +98,7 @@ class ProjectIndex:
         self._star_bindings: dict[tuple[int, str], str | None] = {}
         self._machinery: dict[int, str | None] = {}
         self._resolved_in_module: dict[tuple[int, str], Symbol | None] = {}
+        self._callees: dict[tuple[int, str], tuple] = {}
         self._mro: dict[int, list[ClassRef]] = {}
         self._ancestor_names: dict[int, frozenset[str]] = {}
         self._kinds: dict[int, ClassKinds] = {}
@@ -232,6 +233,25 @@ class ProjectIndex:
                 return None
             return self.resolve(f"{target}.{rest}" if rest else target, module)
         return self.resolve(qualified, module)
+
+    def callee(self, module: ModuleIndex, dotted: str
+               ) -> tuple[str | None, FunctionInfo | None, tuple[ClassInfo, str] | None]:
+        """What a called dotted name is: its qualified name, the project function it
+        names, or the project class and method of `ClassName.method(...)`. Memoised per
+        module and name: every call site of a name asks again."""
+        key = (id(module), dotted)
+        found = self._callees.get(key)
+        if found is None:
+            target = self.resolve_in_module(module, dotted)
+            function = target if isinstance(target, FunctionInfo) else None
+            owner = None
+            head, _, method = dotted.rpartition(".")
+            if function is None and head:
+                info = self.resolve_in_module(module, head)
+                if isinstance(info, ClassInfo):
+                    owner = (info, method)
+            found = self._callees[key] = (self.qualified_name(module, dotted), function, owner)
+        return found
 
     def qualified_name(self, module: ModuleIndex, dotted: str) -> str | None:
         """Canonical qualified name of a dotted expression (project or external)."""

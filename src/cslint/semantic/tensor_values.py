@@ -298,19 +298,6 @@ class TensorValueAnalysis:
         self._events: dict[tuple, TracedEvent] = {}
         self._depth = 0
         self._non_tensor_parameters: dict[int, frozenset[str]] = {}
-        self._callee_names: dict[tuple[int, str], tuple[str | None, bool]] = {}
-
-    def callee_names(self, module: ModuleIndex, dotted: str) -> tuple[str | None, bool]:
-        """A called name's qualified name, and whether it is a function of the project
-        (not of torch's library): memoised, as every call site of a name asks again."""
-        key = (id(module), dotted)
-        found = self._callee_names.get(key)
-        if found is None:
-            qualified = self.project.qualified_name(module, dotted)
-            found = self._callee_names[key] = (qualified, not is_torch_library(qualified) and
-                                               isinstance(self.project.resolve_in_module(
-                                                   module, dotted), FunctionInfo))
-        return found
 
     def non_tensor_parameters(self, function: FunctionInfo) -> frozenset[str]:
         """Parameters annotated with a non-tensor type (`num_steps: int = 5`)."""
@@ -1317,8 +1304,9 @@ class _CallEvaluator:
             if result is not _UNHANDLED:
                 return result
         dotted = dotted_name(func)
-        qualified, project_function = walker.analysis.callee_names(walker.module, dotted) \
-            if dotted else (None, False)
+        qualified, function, _ = walker.project.callee(walker.module, dotted) \
+            if dotted else (None, None, None)
+        project_function = function is not None and not is_torch_library(qualified)
         if func_class is ast.Name:
             if func.id in HOST_BUILTINS and func.id not in walker.env and qualified is None:
                 return self.builtin(func.id)
@@ -1465,13 +1453,12 @@ class _CallEvaluator:
             return None
         dotted = dotted_name(self.func)
         if dotted:
-            target = walker.project.resolve_in_module(walker.module, dotted)
-            if isinstance(target, FunctionInfo):
+            _, target, owner = walker.project.callee(walker.module, dotted)
+            if target is not None:
                 return Function(((target, None, None, False),))
-            head, _, method = dotted.rpartition(".")
-            owner = walker.project.resolve_in_module(walker.module, head) if head else None
-            if isinstance(owner, ClassInfo):
-                found = walker.project.find_method(walker.project.ref_for_info(owner), method)
+            if owner is not None:  # `ClassName.method(...)` on a project class
+                info, method = owner
+                found = walker.project.find_method(walker.project.ref_for_info(info), method)
                 if found is not None and found.function is not None:
                     return Function(((found.function, None, None, False),))
         return None
