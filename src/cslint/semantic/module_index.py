@@ -302,11 +302,10 @@ def build_module_index(tree: ast.Module, path: Path, display_path: str,
 
 def _statement_children(node: ast.AST) -> list[ast.AST]:
     """Nested statement lists only: expressions hold no imports or definitions."""
-    blocks = _BLOCK_FIELDS.get(node.__class__, ())
     if node.__class__ is ast.Module:
         return node.body
     children: list[ast.AST] = []
-    for name in blocks:
+    for name in _BLOCK_FIELDS.get(node.__class__, ()):
         children.extend(getattr(node, name))
     return children
 

@@ -23,7 +23,7 @@ from cslint.semantic.module_index import (
     source_snippet,
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
-from cslint.semantic.walker import StatementWalker
+from cslint.semantic.walker import StatementWalker, join_envs
 
 EAGER_CREATION_OPS = frozenset({
     "torch.zeros_like", "torch.ones_like", "torch.full_like",
@@ -133,17 +133,6 @@ def _join(a: Value, b: Value) -> Value:
     if isinstance(a, ParamState) and isinstance(b, ParamState):
         return a
     return None
-
-
-def _join_envs(a: dict[str, Value], b: dict[str, Value]) -> dict[str, Value]:
-    """Names after two branches: most keep the same value, so join only what differs."""
-    result = dict(a)
-    for name, value in b.items():
-        if result.get(name) is not value:
-            result[name] = _join(result.get(name), value)
-    for name in a.keys() - b.keys():
-        result[name] = _join(a[name], None)
-    return result
 
 
 # ---- results -----------------------------------------------------------------
@@ -515,13 +504,13 @@ class _FunctionWalker(StatementWalker):
         after_body = self.env
         self.env = before
         self.guarded_block(node.orelse, absent_in_else)
-        self.env = _join_envs(after_body, self.env)
+        self.env = join_envs(after_body, self.env, _join)
 
     def statement_For(self, node: ast.For | ast.AsyncFor) -> None:
         self.bind_loop_target(node.target, self.eval(node.iter))
         before = dict(self.env)
         self.block(node.body)
-        self.env = _join_envs(before, self.env)
+        self.env = join_envs(before, self.env, _join)
         self.block(node.orelse)
 
     statement_AsyncFor = statement_For
@@ -530,7 +519,7 @@ class _FunctionWalker(StatementWalker):
         self.eval(node.test)
         before = dict(self.env)
         self.block(node.body)
-        self.env = _join_envs(before, self.env)
+        self.env = join_envs(before, self.env, _join)
         self.block(node.orelse)
 
     def statement_With(self, node: ast.With | ast.AsyncWith) -> None:

@@ -26,7 +26,7 @@ from cslint.semantic.module_index import (
     is_super_call, source_snippet,
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
-from cslint.semantic.walker import StatementWalker
+from cslint.semantic.walker import StatementWalker, join_envs
 
 CLOSED_FORMS = ("_get_closed_form_lr", "_get_closed_form", "get_lr")
 TRACE_DECORATORS = {"cerebras.pytorch.trace"}
@@ -191,17 +191,6 @@ def join(a: Value, b: Value) -> Value:
     if isinstance(a, Sequence) and isinstance(b, Sequence) and len(a.items) == len(b.items):
         return Sequence(tuple(join(x, y) for x, y in zip(a.items, b.items)))
     return None
-
-
-def join_envs(a: dict, b: dict) -> dict:
-    """Names after two branches: most keep the same value, so join only what differs."""
-    result = dict(a)
-    for name, value in b.items():
-        if result.get(name) is not value:
-            result[name] = join(result.get(name), value)
-    for name in a.keys() - b.keys():
-        result[name] = join(a[name], None)
-    return result
 
 
 def combine(values: Iterable[Value], step) -> Value:
@@ -855,13 +844,13 @@ class _Walker(StatementWalker):
         after_body = self.env
         self.env = before
         self.block(node.orelse)
-        self.env = join_envs(after_body, self.env)
+        self.env = join_envs(after_body, self.env, join)
 
     def statement_While(self, node: ast.While) -> None:
         self.test(node.test, "CS202")
         before = dict(self.env)
         self.block(node.body)
-        self.env = join_envs(before, self.env)
+        self.env = join_envs(before, self.env, join)
         self.test(node.test, "CS202")  # again, with what the body bound
         self.block(node.orelse)
 
@@ -871,7 +860,7 @@ class _Walker(StatementWalker):
                     else self.items_element(iterable), node.iter)
         before = dict(self.env)
         self.block(node.body)
-        self.env = join_envs(before, self.env)
+        self.env = join_envs(before, self.env, join)
         self.block(node.orelse)
 
     statement_AsyncFor = statement_For

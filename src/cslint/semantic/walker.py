@@ -11,6 +11,7 @@ types without a method of their own have their sub-expressions evaluated, values
 from __future__ import annotations
 
 import ast
+from typing import Callable
 
 
 def _dispatch_table(cls: type, prefix: str) -> dict[type, object]:
@@ -19,6 +20,18 @@ def _dispatch_table(cls: type, prefix: str) -> dict[type, object]:
     return {getattr(ast, name[len(prefix):]): getattr(cls, name)
             for name in dir(cls)
             if name.startswith(prefix) and hasattr(ast, name[len(prefix):])}
+
+
+def join_envs(a: dict, b: dict, join: Callable) -> dict:
+    """Names after two branches, each value joined with the analysis's own `join`:
+    most keep the same value, so join only what differs."""
+    result = dict(a)
+    for name, value in b.items():
+        if result.get(name) is not value:
+            result[name] = join(result.get(name), value)
+    for name in a.keys() - b.keys():
+        result[name] = join(a[name], None)
+    return result
 
 
 class StatementWalker:
