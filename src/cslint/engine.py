@@ -15,6 +15,7 @@ from cslint.diagnostics import Finding
 from cslint.discovery import ExcludeMatcher, Target, display_path, find_project_root, \
     walk_python_files
 from cslint.rules import ModuleContext, Rule, select_rules
+from cslint.semantic.analyses import Analyses
 from cslint.semantic.module_index import ModuleIndex, build_module_index, module_name_for
 from cslint.semantic.official import load_official_api
 from cslint.semantic.project import ProjectIndex
@@ -129,22 +130,21 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
                            load_official_api(), config, loader=files)
     _freeze_trees(collecting)
     rules = select_rules(config)
-    facts: dict = {}
+    analyses = Analyses(project, {analysis for rule in rules for analysis in rule.uses})
     for loaded in checked:
         result.files_checked += 1
         result.sources[loaded.source.display_path] = loaded.source
         try:
-            result.findings.extend(_check_module(loaded, project, config, rules, facts))
+            result.findings.extend(_check_module(loaded, project, config, rules, analyses))
         except RecursionError:
             result.errors.append(InputError(loaded.source.display_path,
                                             "too deeply nested to analyse"))
         except Exception as error:  # a bug of ours must not stop the other files
             result.errors.append(InputError(loaded.source.display_path, internal_error(error)))
     checked_ids = {id(m) for m in checked_modules}
-    for fact in facts.values():
-        for module, problem in getattr(fact, "errors", ()):
-            if id(module) in checked_ids:
-                result.errors.append(InputError(module.display_path, problem))
+    for error in analyses.errors:
+        if id(error.module) in checked_ids:
+            result.errors.append(InputError(error.module.display_path, error.problem))
     result.findings.sort(key=Finding.sort_key)
     result.errors = _unique_errors(result.errors)
     return result
@@ -222,17 +222,24 @@ def _project_files(targets: list[Target], stdin, exclude: ExcludeMatcher,
 
 
 def _check_module(loaded: _Loaded, project: ProjectIndex, config: Config, rules: list[Rule],
-                  facts: dict) -> list[Finding]:
+                  analyses: Analyses) -> list[Finding]:
     suppressions = scan_suppressions(loaded.source.text, loaded.source.lines)
     if suppressions.skip_file:
         return []
     ignored = per_file_ignored_codes(config, loaded.source.path)
-    context = ModuleContext(loaded.source, loaded.module, project, config, facts)
+    context = ModuleContext(loaded.source, loaded.module, project, config, analyses)
     findings = []
     for rule in rules:
         if any(rule.code.startswith(prefix) or prefix == "ALL" for prefix in ignored):
             continue
+        # A rule's findings at one place (its `place`) are one: the first found.
+        places: set[tuple] = set()
         for finding in rule.check(context):
+            place = rule.place(finding)
+            if place is not None:
+                if place in places:
+                    continue
+                places.add(place)
             if not suppressions.suppresses(finding.location.line, finding.code):
                 findings.append(finding)
     return findings

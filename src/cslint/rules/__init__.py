@@ -11,7 +11,7 @@ import pkgutil
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterable, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Iterable, TypeVar
 
 from cslint.codes import CODES
 from cslint.config import Version, format_version
@@ -19,6 +19,7 @@ from cslint.diagnostics import Finding, Fix, Location, Severity
 
 if TYPE_CHECKING:
     from cslint.config import Config
+    from cslint.semantic.analyses import Analyses
     from cslint.semantic.module_index import ModuleIndex
     from cslint.semantic.project import ProjectIndex
     from cslint.source import SourceFile
@@ -44,6 +45,8 @@ class Rule:
     default_on: ClassVar[bool] = True
     fixable: ClassVar[bool] = False
     gate: ClassVar[VersionGate | None] = None
+    # The project-wide analyses whose facts the rule reads (the engine runs those).
+    uses: ClassVar[tuple[type, ...]] = ()
 
     @property
     def name(self) -> str:
@@ -51,6 +54,20 @@ class Rule:
 
     def check(self, context: "ModuleContext") -> Iterable[Finding]:
         raise NotImplementedError
+
+    def place(self, finding: Finding) -> tuple | None:
+        """Where the rule keeps at most one finding, the first it reports there (None:
+        every finding is kept). Rules reporting facts that several paths reach say one
+        per position."""
+        return None
+
+
+def one_per_position(finding: Finding) -> tuple:
+    return (finding.location.line, finding.location.column)
+
+
+def one_per_line(finding: Finding) -> tuple:
+    return (finding.location.line,)
 
 
 _REGISTRY: dict[str, type[Rule]] = {}
@@ -102,22 +119,16 @@ def select_rules(config: "Config") -> list[Rule]:
 
 
 class ModuleContext:
-    """What a rule sees of one checked file: its tree, index, the project, shared facts."""
+    """What a rule sees of one checked file: its tree, index, the project, the analyses."""
 
     def __init__(self, source: "SourceFile", module: "ModuleIndex", project: "ProjectIndex",
-                 config: "Config", facts: dict):
+                 config: "Config", analyses: "Analyses"):
         self.source = source
         self.module = module
         self.tree = module.tree
         self.project = project
         self.config = config
-        self._facts = facts
-
-    def fact(self, key: str, compute: Callable[["ProjectIndex"], object]):
-        """A project-wide fact, computed once per run and shared by every rule."""
-        if key not in self._facts:
-            self._facts[key] = compute(self.project)
-        return self._facts[key]
+        self.analyses = analyses
 
     def location(self, node: ast.AST) -> Location:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -2,63 +2,106 @@
 
 from __future__ import annotations
 
-import ast
 from typing import Iterable
 
 from cslint.config import parse_version
 from cslint.diagnostics import Finding, Severity
 from cslint.fixes import cstorch_creation_fix
-from cslint.rules import ModuleContext, Rule, VersionGate, register
+from cslint.rules import ModuleContext, Rule, VersionGate, one_per_position, register
 from cslint.semantic.official import TORCH_OPTIMIZER
-from cslint.semantic.optimizer_state import OptimizerStateAnalysis, iter_events
+from cslint.semantic.module_index import source_snippet
+from cslint.semantic.optimizer_state import (
+    EagerStateFill, OptimizerStateAnalysis, StateCreated,
+    StateDictRebound, StateRebound, StateUpdateLost,
+)
 from cslint.semantic.project import ClassRef
 
 FAMILY = "optimizer-state"
 
 
-def state_analysis(context: ModuleContext) -> OptimizerStateAnalysis:
-    return context.fact("optimizer-state", OptimizerStateAnalysis)
+def _state_facts(context: ModuleContext, kind: type) -> Iterable:
+    return (f for f in context.analyses.optimizer_state.facts_in(context.module)
+            if type(f) is kind)
 
 
-class _StateEventRule(Rule):
-    """Rules reporting the events of the shared optimizer-state analysis."""
-
+@register
+class StateOutsidePreinitialize(Rule):
+    code = "CS101"
     family = FAMILY
+    severity = Severity.ERROR
+    uses = (OptimizerStateAnalysis,)
+    place = staticmethod(one_per_position)  # classes sharing a method find one fact
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
-        for event in iter_events(state_analysis(context), self.code, context.module):
-            yield context.finding(self, event.node, event.message)
+        for fact in context.analyses.optimizer_state.facts_in(context.module):
+            if type(fact) is StateCreated:
+                what = f'state "{fact.key}"' if fact.key else "optimizer state"
+                how = " under a lazy-initialisation check" if fact.guarded else ""
+                yield context.finding(self, fact.node, (
+                    f"{what} is created{how} in {fact.where}; create it in "
+                    "preinitialize() and only update it in place in step()"))
+            elif type(fact) is StateDictRebound:
+                yield context.finding(self, fact.node, (
+                    f"`{source_snippet(fact.node)}` binds a parameter's state to a new dict "
+                    f"in {fact.where}; create every state tensor in preinitialize() and only "
+                    "update it in place afterwards"))
 
 
 @register
-class StateOutsidePreinitialize(_StateEventRule):
-    code = "CS101"
-    severity = Severity.ERROR
-
-
-@register
-class StateReboundInStep(_StateEventRule):
+class StateReboundInStep(Rule):
     code = "CS102"
+    family = FAMILY
     severity = Severity.WARNING
+    uses = (OptimizerStateAnalysis,)
+    place = staticmethod(one_per_position)  # classes sharing a method find one fact
+
+    def check(self, context: ModuleContext) -> Iterable[Finding]:
+        for fact in _state_facts(context, StateRebound):
+            name = f'state["{fact.key}"]' if fact.key else \
+                f"state[{source_snippet(fact.key_node)}]"
+            yield context.finding(self, fact.node, (
+                f"{name} is rebound to a new tensor in {fact.where}; update it in place "
+                f"(e.g. {name}.mul_(beta).add_(g) or {name}.copy_(new_value)) so the "
+                "traced graph keeps one state tensor"))
 
 
 @register
-class EagerConstantState(_StateEventRule):
+class EagerConstantState(Rule):
     code = "CS104"
+    family = FAMILY
     severity = Severity.INFO
     fixable = True
+    uses = (OptimizerStateAnalysis,)
+    place = staticmethod(one_per_position)  # classes sharing a method find one fact
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
-        for event in iter_events(state_analysis(context), self.code, context.module):
-            # The event is the eager call; the fix applies when cstorch's signature fits.
-            fix = cstorch_creation_fix(event.node) if isinstance(event.node, ast.Call) else None
-            yield context.finding(self, event.node, event.message, fix)
+        for fact in _state_facts(context, EagerStateFill):
+            keys = fact.keys
+            what = f'state "{keys[0]}"' if keys and len(keys) == 1 else "optimizer state"
+            lazy = fact.torch_function.replace("torch.", "cstorch.")
+            # The fix applies when cstorch's signature fits.
+            yield context.finding(self, fact.node, (
+                f"{what} is filled with {fact.torch_function}() in preinitialize(); use "
+                f"{lazy}(), which creates it lazily on the system (almost no memory or time)"),
+                cstorch_creation_fix(fact.node))
 
 
 @register
-class LostStateUpdate(_StateEventRule):
+class LostStateUpdate(Rule):
     code = "CS107"
+    family = FAMILY
     severity = Severity.WARNING
+    uses = (OptimizerStateAnalysis,)
+    place = staticmethod(one_per_position)  # classes sharing a method find one fact
+
+    def check(self, context: ModuleContext) -> Iterable[Finding]:
+        for fact in _state_facts(context, StateUpdateLost):
+            key = f'state["{fact.key}"]' if fact.key else "a state tensor"
+            name = fact.name
+            yield context.finding(self, fact.node, (
+                f"`{name}` holds {key} but is rebound to a new value that is never stored "
+                f"back, so the update is lost on every step; update it in place "
+                f"(e.g. {name}.mul_(...).add_(...)) or write it back with {key}.copy_({name})"))
 
 
 def _own_cstorch_optimizers(context: ModuleContext) -> Iterable[ClassRef]:

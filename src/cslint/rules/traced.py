@@ -2,47 +2,103 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+import ast
+from typing import Iterable, Iterator
 
 from cslint.diagnostics import Finding, Severity
-from cslint.rules import ModuleContext, Rule, register
-from cslint.semantic.tensor_values import TensorValueAnalysis
+from cslint.fixes import scale_first_argument_fix
+from cslint.rules import ModuleContext, Rule, one_per_position, register
+from cslint.semantic.module_index import source_snippet
+from cslint.semantic.tensor_values import (
+    Condition, ValueDependentShape, HostRead, LoopBound, MaskSelection, ScalarArgument,
+    TensorValueAnalysis, TracedFact, TruthTest,
+)
 
 FAMILY = "traced-code"
 
+CONDITION_WORDS = {Condition.IF: "an `if` condition", Condition.WHILE: "a `while` condition",
+                   Condition.EXPRESSION: "a truth test"}
 
-def tensor_values(context: ModuleContext) -> TensorValueAnalysis:
-    return context.fact("tensor-values", TensorValueAnalysis)
+
+def _chain(chain: tuple) -> str:
+    return " <- ".join(map(str, chain[:3]))
+
+
+def _is_device_tensor(node: ast.AST, chain: tuple) -> str:
+    return f"`{source_snippet(node)}` is a device tensor ({_chain(chain)})"
+
+
+def truth_message(fact: TruthTest) -> str:
+    return (f"{CONDITION_WORDS[fact.condition]} depends on a tensor value: "
+            f"{_is_device_tensor(fact.subject, fact.chain)}; the graph is traced once, so "
+            "compute both branches with torch.where / torch.clamp / torch.minimum instead")
+
+
+def scalar_message(fact: ScalarArgument) -> str:
+    return (f"{fact.position} needs a Python number but gets a tensor: "
+            f"{_is_device_tensor(fact.node, fact.chain)}; fold it into tensor arithmetic "
+            "instead (e.g. p.add_(-scale * g))")
 
 
 class _TracedRule(Rule):
     family = FAMILY
     severity = Severity.ERROR
+    uses = (TensorValueAnalysis,)
+    # Facts of several kinds (a host read, a scalar argument) may name one place.
+    place = staticmethod(one_per_position)
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
-        events = tensor_values(context).events_by_place.get((id(context.module), self.code), ())
-        for event in events:
-            yield context.finding(self, event.node, event.message, event.fix)
+        for fact in context.analyses.tensor_values.facts_in(context.module):
+            yield from self.findings(context, fact)
+
+    def findings(self, context: ModuleContext, fact: TracedFact) -> Iterator[Finding]:
+        raise NotImplementedError
 
 
 @register
 class TensorDependentIf(_TracedRule):
     code = "CS201"
 
+    def findings(self, context, fact):
+        if type(fact) is TruthTest and fact.condition is Condition.IF:
+            yield context.finding(self, fact.node, truth_message(fact))
+
 
 @register
 class TensorDependentLoop(_TracedRule):
     code = "CS202"
+
+    def findings(self, context, fact):
+        if type(fact) is TruthTest and fact.condition is Condition.WHILE:
+            yield context.finding(self, fact.node, truth_message(fact))
+        elif type(fact) is LoopBound:
+            yield context.finding(self, fact.node, (
+                f"the loop bound depends on a tensor value: "
+                f"{_is_device_tensor(fact.node, fact.chain)}; use a fixed number of "
+                "iterations (a hyperparameter) and mask with torch.where"))
 
 
 @register
 class TensorDependentExpression(_TracedRule):
     code = "CS203"
 
+    def findings(self, context, fact):
+        if type(fact) is TruthTest and fact.condition is Condition.EXPRESSION:
+            yield context.finding(self, fact.node, truth_message(fact))
+
 
 @register
 class TensorMaterialized(_TracedRule):
     code = "CS204"
+
+    def findings(self, context, fact):
+        if type(fact) is HostRead:
+            yield context.finding(self, fact.node, (
+                f"{fact.reader} reads a tensor value on the host: "
+                f"{_is_device_tensor(fact.subject, fact.chain)}; keep it a tensor (torch ops), "
+                "or log it from a @cstorch.step_closure function"))
+        elif type(fact) is ScalarArgument and not fact.scheduled:
+            yield context.finding(self, fact.node, scalar_message(fact))
 
 
 @register
@@ -50,7 +106,31 @@ class LrAsPythonScalar(_TracedRule):
     code = "CS205"
     fixable = True
 
+    def findings(self, context, fact):
+        if type(fact) is ScalarArgument and fact.scheduled:
+            # `p.add_(g, alpha=-lr)` -> `p.add_(-lr * g)`.
+            fix = scale_first_argument_fix(fact.method, fact.keyword) \
+                if fact.method is not None else None
+            yield context.finding(self, fact.node, (
+                f"{fact.position} needs a Python number but `{source_snippet(fact.node)}` "
+                "comes from a scheduled hyperparameter, which is a tensor on the system "
+                f"({_chain(fact.chain)}); multiply instead: "
+                "p.add_(-lr * grad), p.addcdiv_(-lr * m, denom)"), fix)
+
 
 @register
 class DataDependentShape(_TracedRule):
     code = "CS206"
+
+    def findings(self, context, fact):
+        if type(fact) is ValueDependentShape:
+            yield context.finding(self, fact.node, (
+                f"`{source_snippet(fact.node)}` ({fact.op}) gives a result whose shape "
+                "depends on tensor values, which a static graph cannot hold; use "
+                "torch.where(cond, a, b) or multiply by a mask"))
+        elif type(fact) is MaskSelection:
+            yield context.finding(self, fact.node, (
+                f"`{source_snippet(fact.node)}` selects with a boolean mask "
+                f"`{source_snippet(fact.mask)}`: the result's shape depends on tensor "
+                "values, which a static graph cannot hold; use torch.where(mask, x, 0) or "
+                "multiply by the mask"))

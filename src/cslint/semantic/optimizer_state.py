@@ -1,4 +1,5 @@
-"""How optimizers create and update their state (the facts behind CS101, CS102, CS104, CS107).
+"""How optimizers create and update their state: facts about state created outside
+`preinitialize`, rebound in `step`, filled eagerly, or updated and then lost.
 
 For each concrete optimizer class of the project (a *context*), the methods are
 walked from their entry points along the class's MRO: `preinitialize` (state may be
@@ -15,9 +16,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import cached_property
-from typing import Iterator, Union
+from typing import Union
 
+from cslint.semantic.analyses import AnalysisError
 from cslint.semantic.module_index import (
     FunctionInfo, ModuleIndex, dotted_name, is_super_call,
     source_snippet,
@@ -135,14 +136,66 @@ def _join(a: Value, b: Value) -> Value:
     return None
 
 
-# ---- results -----------------------------------------------------------------
+# ---- facts -------------------------------------------------------------------
+# `where` names the class and the entry method (and helper) the walk came from:
+# "MyAdam.step()", "MyAdam.reset() -> _init_buffers()".
 
 @dataclass(frozen=True)
-class StateEvent:
-    code: str
+class StateCreated:
+    """A state entry written outside `preinitialize` that it did not create (`guarded`:
+    under a lazy-initialisation check such as `if len(state) == 0`)."""
+
     function: FunctionInfo
     node: ast.AST
-    message: str
+    key: str | None
+    guarded: bool
+    where: str
+
+
+@dataclass(frozen=True)
+class StateDictRebound:
+    """A parameter's whole state bound to a new dict outside `preinitialize`."""
+
+    function: FunctionInfo
+    node: ast.AST
+    where: str
+
+
+@dataclass(frozen=True)
+class StateRebound:
+    """A state entry `preinitialize` created, bound to another object in `step`."""
+
+    function: FunctionInfo
+    node: ast.AST
+    key: str | None
+    key_node: ast.AST
+    where: str
+
+
+@dataclass(frozen=True)
+class EagerStateFill:
+    """A state entry filled with a constant by an eager torch op in `preinitialize`
+    (`node` is that call, `torch_function` its qualified name)."""
+
+    function: FunctionInfo
+    node: ast.Call
+    keys: tuple[str, ...] | None
+    torch_function: str
+
+
+@dataclass(frozen=True)
+class StateUpdateLost:
+    """A name holding a state tensor rebound in `step` to a new value that is never
+    stored back."""
+
+    function: FunctionInfo
+    node: ast.AST
+    name: str
+    key: str | None
+
+
+StateFact = Union[StateCreated, StateDictRebound, StateRebound, EagerStateFill,
+                  StateUpdateLost]
 
 
 @dataclass
@@ -177,42 +230,42 @@ def _signature(value: Value) -> object:
 
 
 class OptimizerStateAnalysis:
-    """All state events of a project, computed once per run."""
+    """The state facts of every optimizer class of a project."""
 
     def __init__(self, project: ProjectIndex):
         self.project = project
         self.version = project.config.cstorch_version
-        self.errors: list[tuple[ModuleIndex, str]] = []
+        self.errors: list[AnalysisError] = []
+        self._facts_by_module: dict[int, list[StateFact]] | None = None
         # Per context class (by id of its ref): the state keys its preinitialize creates.
         self.created_keys: dict[int, tuple[frozenset[str], bool]] = {}
         # Walks that did not depend on their class: (calls made, how `self.x` resolved).
         self._context_free_calls: dict[tuple, tuple[list[_Call], list[tuple]]] = {}
         self._global_step: dict[int, bool] = {}
 
-    @cached_property
-    def events(self) -> list[StateEvent]:
+    def run(self) -> None:
+        # Classes sharing a method find the same facts in it: keep the first of each.
         seen: set[tuple] = set()
-        result: list[StateEvent] = []
+        grouped: dict[int, list[StateFact]] = {}
         for ref in self.contexts():
             try:
-                events = self._analyse_context(ref)
+                facts = self._analyse_context(ref)
             except RecursionError:
-                self.errors.append((ref.info.module, "too deeply nested to analyse"))
+                self.errors.append(AnalysisError(ref.info.module, "too deeply nested to analyse"))
                 continue
-            for event in events:
-                key = (id(event.function.module), event.code, event.node.lineno,
-                       event.node.col_offset)
+            for fact in facts:
+                key = (id(fact.function.module), type(fact), fact.node.lineno,
+                       fact.node.col_offset)
                 if key not in seen:
                     seen.add(key)
-                    result.append(event)
-        return result
+                    grouped.setdefault(id(fact.function.module), []).append(fact)
+        self._facts_by_module = grouped
 
-    @cached_property
-    def events_by_place(self) -> dict[tuple[int, str], list[StateEvent]]:
-        grouped: dict[tuple[int, str], list[StateEvent]] = {}
-        for event in self.events:
-            grouped.setdefault((id(event.function.module), event.code), []).append(event)
-        return grouped
+    def facts_in(self, module: ModuleIndex) -> list[StateFact]:
+        """The module's facts, in the order the analysis found them."""
+        if self._facts_by_module is None:
+            raise RuntimeError("OptimizerStateAnalysis.run() has not run")
+        return self._facts_by_module.get(id(module), [])
 
     def contexts(self) -> list[ClassRef]:
         """Optimizer classes that can be instantiated, or that nothing derives from."""
@@ -222,7 +275,7 @@ class OptimizerStateAnalysis:
             try:
                 kinds = project.kinds(ref)
             except RecursionError:
-                self.errors.append((ref.info.module, "too deeply nested to analyse"))
+                self.errors.append(AnalysisError(ref.info.module, "too deeply nested to analyse"))
                 continue
             if not kinds.optimizer or project.is_machinery(ref):
                 continue
@@ -244,9 +297,9 @@ class OptimizerStateAnalysis:
 
     # ---- one context -----------------------------------------------------------
 
-    def _analyse_context(self, ref: ClassRef) -> list[StateEvent]:
+    def _analyse_context(self, ref: ClassRef) -> list[StateFact]:
         context = _Context(ref)
-        events: list[StateEvent] = []
+        facts: list[StateFact] = []
         visited: set[tuple] = set()
         reached: set[int] = set()
 
@@ -267,8 +320,8 @@ class OptimizerStateAnalysis:
                 if cached is not None and self._same_resolutions(ref, cached[1]):
                     queue.extend(cached[0])
                     continue
-                walker = _FunctionWalker(self, context, call, events)
-                reported = len(events)
+                walker = _FunctionWalker(self, context, call, facts)
+                reported = len(facts)
                 try:
                     # Restoration writes no findings, and a function that cannot see
                     # state matters only through what it calls; for other methods not
@@ -278,13 +331,14 @@ class OptimizerStateAnalysis:
                     elif call.role is not Role.OTHER:
                         walker.scan_calls()
                 except RecursionError:
-                    self.errors.append((call.function.module, "too deeply nested to analyse"))
+                    self.errors.append(AnalysisError(call.function.module,
+                                                     "too deeply nested to analyse"))
                     continue
                 queue.extend(walker.calls)
                 # A walk that wrote no state and found nothing did not depend on this
                 # class: other classes inheriting the same method reuse what it calls.
                 if call.role is not Role.PREINIT and not walker.wrote_state \
-                        and len(events) == reported:
+                        and len(facts) == reported:
                     self._context_free_calls[shared_key] = (walker.calls, walker.resolutions)
 
         self._seed_created_keys(context)
@@ -302,7 +356,7 @@ class OptimizerStateAnalysis:
                     and self._mentions_state(function):
                 run([self._call(function, Role.OTHER, name)])
         self.created_keys[id(ref)] = (frozenset(context.created_keys), context.open_keys)
-        return events
+        return facts
 
     @staticmethod
     def _mentions_state(function: FunctionInfo) -> bool:
@@ -415,14 +469,14 @@ class _FunctionWalker(StatementWalker):
     """Walks one function body for one call context, statements in order."""
 
     def __init__(self, analysis: OptimizerStateAnalysis, context: _Context, call: _Call,
-                 events: list[StateEvent]):
+                 facts: list[StateFact]):
         self.analysis = analysis
         self.project = analysis.project
         self.context = context
         self.call = call
         self.function = call.function
         self.module = call.function.module
-        self.events = events
+        self.facts = facts
         self.calls: list[_Call] = []
         self.env: dict[str, Value] = {}
         self.guard_depth = 1 if call.guarded else 0
@@ -453,10 +507,7 @@ class _FunctionWalker(StatementWalker):
             for node, name, tensor, when in self.lost_candidates:
                 entry = (id(tensor.owner), tensor.key)
                 if entry not in self.updated and self.written.get(entry, -1) < when:
-                    self.report("CS107", node, self._lost_update_message(name, tensor))
-
-    def report(self, code: str, node: ast.AST, message: str) -> None:
-        self.events.append(StateEvent(code, self.function, node, message))
+                    self.facts.append(StateUpdateLost(self.function, node, name, tensor.key))
 
     def scan_calls(self) -> None:
         """Only the calls, for a function that cannot see state itself: which methods and
@@ -635,7 +686,9 @@ class _FunctionWalker(StatementWalker):
             else:
                 self.context.created_keys.update(keys)
             if isinstance(value, EagerConstant):
-                self.report("CS104", value.call, self._eager_message(keys, value))
+                self.facts.append(EagerStateFill(
+                    self.function, value.call, tuple(keys) if keys is not None else None,
+                    value.function))
             return
         guarded = self.guard_depth > 0
         existing = self.context.created_keys
@@ -653,10 +706,10 @@ class _FunctionWalker(StatementWalker):
                            and value.key == k and k is not None
                            and value.version == self.versions.get(entry, 0))
             if creation:
-                self.report("CS101", node, self._creation_message(k, guarded))
+                self.facts.append(StateCreated(self.function, node, k, guarded, self._where()))
             elif role is Role.STEP and (iterated or (k is not None and k in existing)) \
                     and not same_object:
-                self.report("CS102", node, self._rebind_message(k, key_node))
+                self.facts.append(StateRebound(self.function, node, k, key_node, self._where()))
             self.written[entry] = self.statements_seen
             if not same_object:
                 self.versions[entry] = self.versions.get(entry, 0) + 1
@@ -674,10 +727,7 @@ class _FunctionWalker(StatementWalker):
             else:
                 self.context.open_keys = True
             return
-        self.report("CS101", node, (
-            f"`{source_snippet(node)}` binds a parameter's state to a new dict in "
-            f"{self._where()}; create every state tensor in preinitialize() and only "
-            "update it in place afterwards"))
+        self.facts.append(StateDictRebound(self.function, node, self._where()))
 
     # ---- expressions -----------------------------------------------------------------
 
@@ -970,39 +1020,13 @@ class _FunctionWalker(StatementWalker):
             return self.param_state_for(node.slice)
         return None
 
-    # ---- messages ----------------------------------------------------------------------
+    # ---- where a fact was found ----------------------------------------------------
 
     def _where(self) -> str:
         cls = self.context.name
         if self.call.role is Role.STEP:
             return f"{cls}.{self.call.via}" if self.function.name != "step" else f"{cls}.step()"
         return f"{cls}.{self.call.via}"
-
-    def _creation_message(self, key: str | None, guarded: bool) -> str:
-        what = f'state "{key}"' if key else "optimizer state"
-        how = " under a lazy-initialisation check" if guarded else ""
-        return (f"{what} is created{how} in {self._where()}; create it in "
-                f"preinitialize() and only update it in place in step()")
-
-    def _rebind_message(self, key: str | None, key_node: ast.AST) -> str:
-        name = f'state["{key}"]' if key else f"state[{source_snippet(key_node)}]"
-        return (f"{name} is rebound to a new tensor in {self._where()}; update it in place "
-                f"(e.g. {name}.mul_(beta).add_(g) or {name}.copy_(new_value)) so the "
-                "traced graph keeps one state tensor")
-
-    def _eager_message(self, keys: list[str] | None, value: EagerConstant) -> str:
-        what = f'state "{keys[0]}"' if keys and len(keys) == 1 else "optimizer state"
-        lazy = value.function.replace("torch.", "cstorch.")
-        return (f"{what} is filled with {value.function}() in preinitialize(); use "
-                f"{lazy}(), which creates it lazily on the system (almost no memory or time)")
-
-    def _lost_update_message(self, name: str, tensor: StateTensor) -> str:
-        key = f'state["{tensor.key}"]' if tensor.key else "a state tensor"
-        return (f"`{name}` holds {key} but is rebound to a new value that is never stored "
-                f"back, so the update is lost on every step; update it in place "
-                f"(e.g. {name}.mul_(...).add_(...)) or write it back with {key}.copy_({name})")
-
-
 
 
 def _derive(value: Value) -> Value:
@@ -1031,8 +1055,3 @@ def _compare_means_empty(op: ast.cmpop, number: int) -> bool | None:
         if isinstance(op, ast.GtE):
             return False
     return None
-
-
-def iter_events(analysis: OptimizerStateAnalysis, code: str, module: ModuleIndex
-                ) -> Iterator[StateEvent]:
-    return iter(analysis.events_by_place.get((id(module), code), ()))

@@ -1,4 +1,6 @@
-"""Which expressions of traced code hold device-tensor values (the facts behind CS2xx).
+"""Which expressions of traced code hold device-tensor values, and where traced code
+takes a device tensor's truth value, reads it on the host, passes it where a Python
+number is needed, or makes a shape depend on it.
 
 Traced code is what runs once to record the graph: optimizer `step`, scheduler closed
 forms, `nn.Module.forward`, `@cstorch.trace` functions, and whatever they call. A small
@@ -14,13 +16,13 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import Enum
 from functools import cached_property
 from typing import Iterable, Union
 
-from cslint.diagnostics import Fix
 from cslint.source import internal_error
-from cslint.fixes import SCALED_METHODS, scale_first_argument_fix
+from cslint.semantic.analyses import AnalysisError
 from cslint.semantic.module_index import (
     ClassInfo, FunctionInfo, ModuleIndex, decorator_name, dotted_name,
     is_super_call, source_snippet,
@@ -45,9 +47,10 @@ METADATA_METHODS = frozenset({
     "is_floating_point", "is_complex", "get_device", "data_ptr", "stride", "storage_offset",
     "is_signed", "type", "has_names", "is_pinned", "is_shared", "is_set_to", "__len__",
 })
-MATERIALIZING_METHODS = {"item": "CS204", "tolist": "CS204", "numpy": "CS204",
-                         "__bool__": "CS203", "__float__": "CS204", "__int__": "CS204",
-                         "__index__": "CS204"}
+# Tensor methods that read the value on the host: as a Python value, or as a truth value.
+HOST_READ_METHODS = frozenset({"item", "tolist", "numpy", "__float__", "__int__",
+                               "__index__"})
+TRUTH_METHODS = frozenset({"__bool__"})
 NON_TENSOR_TORCH = frozenset({
     "torch.is_tensor", "torch.is_complex", "torch.is_floating_point", "torch.is_grad_enabled",
     "torch.is_inference_mode_enabled", "torch.jit.is_scripting", "torch.jit.is_tracing",
@@ -60,9 +63,9 @@ NON_TENSOR_TORCH = frozenset({
     "torch.promote_types", "torch.can_cast", "torch.get_default_device",
     "torch.is_nonzero",  # returns a bool: its call is a host read, checked separately
 })
-HOST_BUILTINS = {"float": "CS204", "int": "CS204", "complex": "CS204", "round": "CS204",
-                 "str": "CS204", "repr": "CS204", "format": "CS204", "print": "CS204",
-                 "bool": "truth"}
+# Builtins that read a tensor's value on the host (`bool` takes its truth value).
+HOST_BUILTINS = frozenset({"float", "int", "complex", "round", "str", "repr", "format",
+                           "print", "bool"})
 # Builtins that the analysis follows element-wise (or that give no tensor).
 ITERATION_BUILTINS = frozenset({"min", "max", "sum", "abs", "len", "isinstance", "range", "zip",
                                 "enumerate", "list", "tuple", "reversed", "sorted", "iter",
@@ -247,15 +250,96 @@ def _src(node: ast.AST) -> _Text:
     return _Text("{}", node)
 
 
-# ---- results ---------------------------------------------------------------------------
+# ---- facts ------------------------------------------------------------------------------
+# `node` is where the fact is; `chain` is how the value became a device tensor, newest
+# step first (steps render as text only when a rule reports them).
+
+class Condition(Enum):
+    """Where a truth value is taken."""
+
+    IF = "if"
+    WHILE = "while"
+    EXPRESSION = "expression"  # and/or/not, `x if t else y`, assert, bool(), min/max
+
 
 @dataclass(frozen=True)
-class TracedEvent:
-    code: str
+class TruthTest:
+    """The truth value of a device tensor (`subject`) decides Python control flow."""
+
     function: FunctionInfo
     node: ast.AST
-    message: str
-    fix: Fix | None = field(default=None, compare=False)
+    subject: ast.AST
+    chain: tuple
+    condition: Condition
+
+
+@dataclass(frozen=True)
+class LoopBound:
+    """A device tensor bounds a Python loop (`range(n)` with a tensor `n`)."""
+
+    function: FunctionInfo
+    node: ast.AST
+    chain: tuple
+
+
+@dataclass(frozen=True)
+class HostRead:
+    """A device tensor (`subject`) read on the host by `reader` ("`float()`", "logging",
+    "formatting", "`.item()`", ...)."""
+
+    function: FunctionInfo
+    node: ast.AST
+    subject: ast.AST
+    chain: tuple
+    reader: str
+
+
+@dataclass(frozen=True)
+class ScalarArgument:
+    """A device tensor where PyTorch needs a Python number; `position` says which
+    ("`alpha=` of `.add_()`", "a slice bound"). `scheduled`: it is (or is computed
+    from) a scheduled hyperparameter. `method`/`keyword`: the Tensor method and keyword
+    when it is a scaling keyword of a Tensor method (`p.add_(g, alpha=-lr)`)."""
+
+    function: FunctionInfo
+    node: ast.AST
+    chain: tuple
+    scheduled: bool
+    position: str
+    method: str | None = None
+    keyword: str | None = None
+
+
+@dataclass(frozen=True)
+class ValueDependentShape:
+    """An op (`op`: "nonzero", "where(condition)") whose output shape depends on the
+    values of a device tensor."""
+
+    function: FunctionInfo
+    node: ast.AST
+    op: str
+
+
+@dataclass(frozen=True)
+class MaskSelection:
+    """A device tensor indexed with a boolean tensor `mask` (a value-dependent shape)."""
+
+    function: FunctionInfo
+    node: ast.AST
+    mask: ast.AST
+
+
+TracedFact = Union[TruthTest, LoopBound, HostRead, ScalarArgument, ValueDependentShape,
+                   MaskSelection]
+
+
+def _fact_kind(fact: TracedFact) -> object:
+    """What makes two facts at one place different findings."""
+    if type(fact) is TruthTest:
+        return fact.condition
+    if type(fact) is ScalarArgument:
+        return (ScalarArgument, fact.scheduled)
+    return type(fact)
 
 
 @dataclass(frozen=True)
@@ -270,7 +354,7 @@ class Entry:
 
 
 class TensorValueAnalysis:
-    """All CS2xx events of a project, computed once per run."""
+    """The facts of every traced function of a project."""
 
     def __init__(self, project: ProjectIndex):
         self.project = project
@@ -278,13 +362,14 @@ class TensorValueAnalysis:
         self.tensor_keys = frozenset(config.tensor_hyperparameters)
         self.trace_decorators = TRACE_DECORATORS | set(config.traced_decorators)
         self.traced_functions = set(config.traced_functions)
-        self.errors: list[tuple[ModuleIndex, str]] = []
+        self.errors: list[AnalysisError] = []
         self._summaries: dict[tuple, Value] = {}
         self._class_dependent: dict[tuple, bool] = {}
         self._class_free_summaries: dict[tuple, Value] = {}
         self._class_use: list[bool] = []  # per summary being computed: did it use its class?
         self._in_progress: set[tuple] = set()
-        self._events: dict[tuple, TracedEvent] = {}
+        self._facts: dict[tuple, TracedFact] = {}  # the first fact of each kind and place
+        self._facts_by_module: dict[int, list[TracedFact]] | None = None
         self._depth = 0
         self._non_tensor_parameters: dict[int, frozenset[str]] = {}
 
@@ -298,30 +383,33 @@ class TensorValueAnalysis:
                 if arg.annotation is not None and _declares_non_tensor(arg.annotation))
         return found
 
-    @cached_property
-    def events(self) -> list[TracedEvent]:
+    def run(self) -> None:
         for entry in self.entries():
             try:
                 self.summary(entry.function, entry.ref, entry.bindings, entry.closure)
             except RecursionError:
-                self.errors.append((entry.function.module, "too deeply nested to analyse"))
+                self.errors.append(AnalysisError(entry.function.module,
+                                                 "too deeply nested to analyse"))
             except Exception as error:  # a bug of ours must not stop the other files
-                self.errors.append((entry.function.module,
-                                    internal_error(error, entry.description)))
-        return list(self._events.values())
+                self.errors.append(AnalysisError(entry.function.module,
+                                                 internal_error(error, entry.description)))
+        grouped: dict[int, list[TracedFact]] = {}
+        for fact in self._facts.values():
+            grouped.setdefault(id(fact.function.module), []).append(fact)
+        self._facts_by_module = grouped
 
-    @cached_property
-    def events_by_place(self) -> dict[tuple[int, str], list[TracedEvent]]:
-        grouped: dict[tuple[int, str], list[TracedEvent]] = {}
-        for event in self.events:
-            grouped.setdefault((id(event.function.module), event.code), []).append(event)
-        return grouped
+    def facts_in(self, module: ModuleIndex) -> list[TracedFact]:
+        """The module's facts, in the order the analysis found them."""
+        if self._facts_by_module is None:
+            raise RuntimeError("TensorValueAnalysis.run() has not run")
+        return self._facts_by_module.get(id(module), [])
 
-    def report(self, code: str, function: FunctionInfo, node: ast.AST, message: str,
-               fix: Fix | None = None) -> None:
-        key = (id(function.module), node.lineno, node.col_offset, code)
-        if key not in self._events:
-            self._events[key] = TracedEvent(code, function, node, message, fix)
+    def record(self, fact: TracedFact) -> None:
+        # Summaries under several argument values find the same fact again.
+        node = fact.node
+        key = (id(fact.function.module), node.lineno, node.col_offset, _fact_kind(fact))
+        if key not in self._facts:
+            self._facts[key] = fact
 
     # ---- entry points -------------------------------------------------------------------
 
@@ -334,7 +422,7 @@ class TensorValueAnalysis:
             try:
                 kinds = project.kinds(ref)
             except RecursionError:
-                self.errors.append((ref.info.module, "too deeply nested to analyse"))
+                self.errors.append(AnalysisError(ref.info.module, "too deeply nested to analyse"))
                 continue
             if kinds.optimizer:
                 self._method_entry(result, ref, "step", Marker("optimizer_self", ref))
@@ -807,7 +895,7 @@ class _Walker(StatementWalker):
         kwonly = [a.arg for a in function.node.args.kwonlyargs]
         for name, value in zip(kwonly, (*bindings[len(names):], *([None] * len(kwonly)))):
             self.env[name] = value
-        self.truth_code = "CS203"
+        self.condition = Condition.EXPRESSION  # where a truth value taken now is taken
         self.returned: Value = None
         self.in_closed_form = isinstance(bindings[0] if bindings else None, Marker) and \
             bindings[0].kind == "scheduler_self"
@@ -815,8 +903,22 @@ class _Walker(StatementWalker):
     def run(self) -> None:
         self.block(self.function.node.body)
 
-    def report(self, code: str, node: ast.AST, message: str, fix: Fix | None = None) -> None:
-        self.analysis.report(code, self.function, node, message, fix)
+    # ---- facts ---------------------------------------------------------------------
+
+    def truth_test(self, node: ast.AST, subject: ast.AST, value: Tensor) -> None:
+        self.analysis.record(TruthTest(self.function, node, subject, value.why,
+                                       self.condition))
+
+    def host_read(self, node: ast.AST, subject: ast.AST, value: Tensor, reader: str) -> None:
+        self.analysis.record(HostRead(self.function, node, subject, value.why, reader))
+
+    def scalar_argument(self, node: ast.AST, value: Tensor, position: str,
+                        method: str | None = None, keyword: str | None = None) -> None:
+        self.analysis.record(ScalarArgument(self.function, node, value.why, value.scheduled,
+                                            position, method, keyword))
+
+    def data_dependent_shape(self, node: ast.AST, op: str) -> None:
+        self.analysis.record(ValueDependentShape(self.function, node, op))
 
     # ---- statements ----------------------------------------------------------------
 
@@ -838,7 +940,7 @@ class _Walker(StatementWalker):
             self.env[node.target.id] = join(current, combined) if combined else current
 
     def statement_If(self, node: ast.If) -> None:
-        self.test(node.test, "CS201")
+        self.test(node.test, Condition.IF)
         before = dict(self.env)
         self.block(node.body)
         after_body = self.env
@@ -847,11 +949,11 @@ class _Walker(StatementWalker):
         self.env = join_envs(after_body, self.env, join)
 
     def statement_While(self, node: ast.While) -> None:
-        self.test(node.test, "CS202")
+        self.test(node.test, Condition.WHILE)
         before = dict(self.env)
         self.block(node.body)
         self.env = join_envs(before, self.env, join)
-        self.test(node.test, "CS202")  # again, with what the body bound
+        self.test(node.test, Condition.WHILE)  # again, with what the body bound
         self.block(node.orelse)
 
     def statement_For(self, node: ast.For | ast.AsyncFor) -> None:
@@ -879,7 +981,7 @@ class _Walker(StatementWalker):
             self.returned = join(self.returned, self.eval(node.value))
 
     def statement_Assert(self, node: ast.Assert) -> None:
-        self.test(node.test, "CS203")
+        self.test(node.test, Condition.EXPRESSION)
         if node.msg is not None:
             self.eval(node.msg)
 
@@ -901,7 +1003,7 @@ class _Walker(StatementWalker):
             for arg in node.args:
                 value = self.eval(arg)
                 if _is_device(value):
-                    self.report("CS202", arg, self.message_loop_bound(arg, value))
+                    self.analysis.record(LoopBound(self.function, arg, value.why))
             return None
         return self.eval(node)
 
@@ -958,13 +1060,13 @@ class _Walker(StatementWalker):
 
     # ---- truth tests -------------------------------------------------------------------
 
-    def test(self, node: ast.expr, code: str) -> None:
-        saved = self.truth_code
-        self.truth_code = code
+    def test(self, node: ast.expr, condition: Condition) -> None:
+        saved = self.condition
+        self.condition = condition
         try:
             self.truth(node)
         finally:
-            self.truth_code = saved
+            self.condition = saved
 
     def truth(self, node: ast.expr) -> Value:
         """`node` used as a condition: every operand of and/or/not is tested."""
@@ -978,7 +1080,7 @@ class _Walker(StatementWalker):
             return None
         value = self.eval(node)
         if _is_device(value):
-            self.report(self.truth_code, node, self.message_truth(node, value))
+            self.truth_test(node, node, value)
         return value
 
     # ---- expressions ----------------------------------------------------------------------
@@ -1036,7 +1138,7 @@ class _Walker(StatementWalker):
             for bound in (index_node.lower, index_node.upper, index_node.step):
                 value = self.eval(bound)
                 if _is_device(value):
-                    self.report_scalar(bound, value, "a slice bound")
+                    self.scalar_argument(bound, value, "a slice bound")
             index = None
         else:
             index = self.eval(index_node)
@@ -1068,7 +1170,7 @@ class _Walker(StatementWalker):
             return None
         if isinstance(base, Tensor):
             if isinstance(index, Tensor) and index.boolean and base.device:
-                self.report("CS206", node, self.message_mask(node, index_node))
+                self.analysis.record(MaskSelection(self.function, node, index_node))
             return Tensor(base.device or _is_device(index),
                           (_src(node), *base.why)[:4], scheduled=base.scheduled)
         if isinstance(base, Sequence):
@@ -1076,11 +1178,11 @@ class _Walker(StatementWalker):
                     and -len(base.items) <= index_node.value < len(base.items):
                 return base.items[index_node.value]
             if _is_device(index):
-                self.report("CS204", index_node, self.message_list_index(node, index))
+                self.host_read(index_node, node.slice, index, "indexing a Python sequence")
             return element_of(base)
         if isinstance(base, Container):
             if _is_device(index) and not base.mapping:
-                self.report("CS204", index_node, self.message_list_index(node, index))
+                self.host_read(index_node, node.slice, index, "indexing a Python sequence")
             return base.element
         return None
 
@@ -1093,7 +1195,7 @@ class _Walker(StatementWalker):
                 and isinstance(getattr(node.left, "value", None), str):
             for value, operand in self._format_operands(node.right, right):
                 if _is_device(value):
-                    self.report("CS204", operand, self.message_format(operand, value))
+                    self.host_read(operand, operand, value, "formatting")
             return None
         if isinstance(left, Sequence) or isinstance(right, Sequence):
             return None
@@ -1174,7 +1276,7 @@ class _Walker(StatementWalker):
             if isinstance(part, ast.FormattedValue):
                 value = self.eval(part.value)
                 if _is_device(value):
-                    self.report("CS204", part.value, self.message_format(part.value, value))
+                    self.host_read(part.value, part.value, value, "formatting")
                 if part.format_spec is not None:
                     self.eval(part.format_spec)
         return None
@@ -1200,58 +1302,6 @@ class _Walker(StatementWalker):
 
     def eval_DictComp(self, node: ast.DictComp) -> Value:
         return self._comprehension(node, [node.key, node.value])
-
-    # ---- reporting helpers ----------------------------------------------------------------
-
-    def report_scalar(self, node: ast.AST, value: Tensor, position: str,
-                      fix: Fix | None = None) -> None:
-        if value.scheduled:
-            self.report("CS205", node, self.message_scheduled(node, value, position), fix)
-        else:
-            self.report("CS204", node, self.message_scalar(node, value, position))
-
-    @staticmethod
-    def why(node: ast.AST, value: Tensor) -> str:
-        chain = " <- ".join(map(str, value.why[:3]))
-        return f"`{source_snippet(node)}` is a device tensor ({chain})"
-
-    def message_truth(self, node: ast.AST, value: Tensor) -> str:
-        where = {"CS201": "an `if` condition", "CS202": "a `while` condition",
-                 "CS203": "a truth test"}[self.truth_code]
-        return (f"{where} depends on a tensor value: {self.why(node, value)}; the graph is "
-                "traced once, so compute both branches with torch.where / torch.clamp / "
-                "torch.minimum instead")
-
-    def message_loop_bound(self, node: ast.AST, value: Tensor) -> str:
-        return (f"the loop bound depends on a tensor value: {self.why(node, value)}; use a "
-                "fixed number of iterations (a hyperparameter) and mask with torch.where")
-
-    def message_host(self, node: ast.AST, value: Tensor, what: str) -> str:
-        return (f"{what} reads a tensor value on the host: {self.why(node, value)}; keep it a "
-                "tensor (torch ops), or log it from a @cstorch.step_closure function")
-
-    def message_format(self, node: ast.AST, value: Tensor) -> str:
-        return self.message_host(node, value, "formatting")
-
-    def message_list_index(self, node: ast.AST, value: Tensor) -> str:
-        return self.message_host(node.slice, value, "indexing a Python sequence")
-
-    def message_scalar(self, node: ast.AST, value: Tensor, position: str) -> str:
-        return (f"{position} needs a Python number but gets a tensor: {self.why(node, value)}; "
-                "fold it into tensor arithmetic instead (e.g. p.add_(-scale * g))")
-
-    def message_scheduled(self, node: ast.AST, value: Tensor, position: str) -> str:
-        return (f"{position} needs a Python number but `{source_snippet(node)}` comes from a "
-                "scheduled hyperparameter, which is a tensor on the system "
-                f"({' <- '.join(map(str, value.why[:3]))}); multiply instead: "
-                "p.add_(-lr * grad), p.addcdiv_(-lr * m, denom)")
-
-    def message_mask(self, node: ast.AST, index: ast.AST) -> str:
-        return (f"`{source_snippet(node)}` selects with a boolean mask `{source_snippet(index)}`: the result's "
-                "shape depends on tensor values, which a static graph cannot hold; use "
-                "torch.where(mask, x, 0) or multiply by the mask")
-
-
 
 
 def _names_bool_dtype(call: ast.Call) -> bool:
@@ -1327,23 +1377,21 @@ class _CallEvaluator:
     def method_call(self, receiver: Value, name: str):
         walker, node = self.walker, self.node
         if isinstance(receiver, Tensor):
-            if name in MATERIALIZING_METHODS and receiver.device:
-                code = MATERIALIZING_METHODS[name]
-                if code == "CS203":
-                    walker.report(walker.truth_code, node, walker.message_truth(node, receiver))
-                else:
-                    walker.report(code, node, walker.message_host(self.func.value, receiver,
-                                                                  f"`.{name}()`"))
+            if receiver.device and name in TRUTH_METHODS:
+                walker.truth_test(node, node, receiver)
                 return None
-            if name in METADATA_METHODS or name in MATERIALIZING_METHODS:
+            if receiver.device and name in HOST_READ_METHODS:
+                walker.host_read(node, self.func.value, receiver, f"`.{name}()`")
+                return None
+            if name in METADATA_METHODS or name in HOST_READ_METHODS or name in TRUTH_METHODS:
                 return None
             if name in ("equal", "allclose") and (receiver.device or any(
                     _is_device(a) for a in self.args)):
-                walker.report("CS204", node, walker.message_host(node, receiver, f"`.{name}()`"))
+                walker.host_read(node, node, receiver, f"`.{name}()`")
                 return None
             self.check_scalar_arguments(name, method=True)
             if name in DATA_DEPENDENT_SHAPE and receiver.device:
-                walker.report("CS206", node, self.message_shape(name))
+                walker.data_dependent_shape(node, name)
             if name in SIZE_METHODS:
                 self.check_sizes(self.args, f"the size of `.{name}()`")
             result = combine([receiver, *self.args, *self.keywords.values()], node)
@@ -1508,7 +1556,7 @@ class _CallEvaluator:
         if name == "bool":
             for arg, value in zip(node.args, self.args):
                 if _is_device(value):
-                    walker.report(walker.truth_code, node, walker.message_truth(arg, value))
+                    walker.truth_test(node, arg, value)
             return None
         if name in ("min", "max"):
             tensors = [v for v in self.args if isinstance(v, Tensor)]
@@ -1517,7 +1565,7 @@ class _CallEvaluator:
                     element_of(self.args[0]), Tensor) else tensors
             device = [t for t in tensors if t.device]
             if device:
-                walker.report(walker.truth_code, node, walker.message_truth(node, device[0]))
+                walker.truth_test(node, node, device[0])
             return combine(tensors, node)
         if name in ("sum", "abs"):
             values = self.args if name == "abs" else [element_of(a) for a in self.args[:1]]
@@ -1525,7 +1573,7 @@ class _CallEvaluator:
         if name == "range":
             for arg, value in zip(node.args, self.args):
                 if _is_device(value):
-                    walker.report("CS204", arg, walker.message_host(arg, value, "`range()`"))
+                    walker.host_read(arg, arg, value, "`range()`")
             return None
         if name in ("zip",):
             return Container(Sequence(tuple(element_of(a) for a in self.args)))
@@ -1539,23 +1587,21 @@ class _CallEvaluator:
             return element_of(self.args[0]) if self.args else None
         if name == "dict":
             return Container(None, mapping=True)
-        code = HOST_BUILTINS.get(name)
-        if code:
+        if name in HOST_BUILTINS:
             for arg, value in zip(node.args, self.args):
                 if _is_device(value):
-                    walker.report(code, arg, walker.message_host(arg, value, f"`{name}()`"))
+                    walker.host_read(arg, arg, value, f"`{name}()`")
             for keyword in node.keywords:
                 value = self.keywords.get(keyword.arg)
                 if _is_device(value):
-                    walker.report(code, keyword.value,
-                                  walker.message_host(keyword.value, value, f"`{name}()`"))
+                    walker.host_read(keyword.value, keyword.value, value, f"`{name}()`")
         return None
 
     def host_library(self, qualified: str) -> Value:
         walker = self.walker
         for arg, value in zip(self.node.args, self.args):
             if _is_device(value):
-                walker.report("CS204", arg, walker.message_host(arg, value, f"`{qualified}()`"))
+                walker.host_read(arg, arg, value, f"`{qualified}()`")
         return None
 
     def is_logger(self, node: ast.expr) -> bool:
@@ -1570,7 +1616,7 @@ class _CallEvaluator:
         for arg, value in [*zip(self.node.args, self.args),
                            *((k.value, self.keywords.get(k.arg)) for k in self.node.keywords)]:
             if _is_device(value):
-                walker.report("CS204", arg, walker.message_host(arg, value, "logging"))
+                walker.host_read(arg, arg, value, "logging")
         return None
 
     def torch_function(self, qualified: str) -> Value:
@@ -1580,13 +1626,12 @@ class _CallEvaluator:
             if qualified == "torch.is_nonzero":
                 for arg, value in zip(node.args, self.args):
                     if _is_device(value):
-                        walker.report(walker.truth_code, node, walker.message_truth(arg, value))
+                        walker.truth_test(node, arg, value)
             return None
         if qualified in ("torch.equal", "torch.allclose"):
             device = [v for v in self.args if _is_device(v)]
             if device:
-                walker.report("CS204", node, walker.message_host(node, device[0],
-                                                                 f"`{qualified}()`"))
+                walker.host_read(node, node, device[0], f"`{qualified}()`")
             return None
         self.check_scalar_arguments(name, method=False)
         if name in ("full", "full_like"):
@@ -1594,17 +1639,17 @@ class _CallEvaluator:
             fill_node = next((k.value for k in node.keywords if k.arg == "fill_value"),
                              node.args[1] if len(node.args) > 1 else None)
             if _is_device(fill):
-                walker.report_scalar(fill_node, fill, f"the fill value of `{qualified}()`")
+                walker.scalar_argument(fill_node, fill, f"the fill value of `{qualified}()`")
         if name == "tensor" and self.args and isinstance(self.args[0], Tensor) \
                 and self.args[0].device:
-            walker.report_scalar(node.args[0], self.args[0], "`torch.tensor()`")
+            walker.scalar_argument(node.args[0], self.args[0], "`torch.tensor()`")
         if name in CREATION_SIZE_FUNCTIONS:
             self.check_sizes(self.args, f"the size of `{qualified}()`")
         if name in DATA_DEPENDENT_SHAPE and any(_is_device(a) for a in self.args[:1]):
-            walker.report("CS206", node, self.message_shape(name))
+            walker.data_dependent_shape(node, name)
         if name == "where" and len(node.args) == 1 and not node.keywords and \
                 _is_device(self.args[0]):
-            walker.report("CS206", node, self.message_shape("where(condition)"))
+            walker.data_dependent_shape(node, "where(condition)")
         device_given = "device" in self.keywords and node.keywords and not (
             isinstance(next(k.value for k in node.keywords if k.arg == "device"), ast.Constant))
         inputs = [*self.args, *self.keywords.values()]
@@ -1631,33 +1676,30 @@ class _CallEvaluator:
             if k.arg == keyword:
                 value = self.keywords.get(keyword)
                 if _is_device(value):
-                    # `p.add_(g, alpha=-lr)` -> `p.add_(-lr * g)` (Tensor methods only: in
-                    # `torch.add(p, g, alpha=a)` alpha scales the second argument).
-                    fix = scale_first_argument_fix(name, keyword) \
-                        if method and SCALED_METHODS.get(name) == keyword else None
-                    walker.report_scalar(k.value, value, f"`{keyword}=` of `.{name}()`"
-                                         if method else f"`{keyword}=` of `torch.{name}()`",
-                                         fix)
+                    # A Tensor method's keyword scales its first argument: `p.add_(g,
+                    # alpha=-lr)` is `p.add_(-lr * g)`; in `torch.add(p, g, alpha=a)` it
+                    # scales the second.
+                    if method:
+                        walker.scalar_argument(k.value, value, f"`{keyword}=` of `.{name}()`",
+                                               name, keyword)
+                    else:
+                        walker.scalar_argument(k.value, value,
+                                               f"`{keyword}=` of `torch.{name}()`")
         if method and not keywords_only and len(node.args) == scalar_first_arity \
                 and not node.keywords:
             value = self.args[0]
             if _is_device(value):
-                walker.report_scalar(node.args[0], value,
+                walker.scalar_argument(node.args[0], value,
                                      f"the scalar first argument of `.{name}()` (deprecated form)")
 
     def check_sizes(self, values: list[Value], position: str) -> None:
         for arg, value in zip(self.node.args, values):
             if _is_device(value):
-                self.walker.report_scalar(arg, value, position)
+                self.walker.scalar_argument(arg, value, position)
             elif isinstance(value, Sequence):
                 for item_node, item in zip(getattr(arg, "elts", []), value.items):
                     if _is_device(item):
-                        self.walker.report_scalar(item_node, item, position)
-
-    def message_shape(self, name: str) -> str:
-        return (f"`{source_snippet(self.node)}` ({name}) gives a result whose shape depends on tensor "
-                "values, which a static graph cannot hold; use torch.where(cond, a, b) or "
-                "multiply by a mask")
+                        self.walker.scalar_argument(item_node, item, position)
 
 
 _UNHANDLED = object()
