@@ -24,12 +24,9 @@ from cslint.semantic.module_index import (
     source_snippet,
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
+from cslint.semantic.torch_api import EAGER_CREATION_OPS
 from cslint.semantic.walker import StatementWalker, join_envs
 
-EAGER_CREATION_OPS = frozenset({
-    "torch.zeros_like", "torch.ones_like", "torch.full_like",
-    "torch.zeros", "torch.ones", "torch.full",
-})
 RESTORATION_METHODS = frozenset({"load_state_dict", "__setstate__", "_load_from_state_dict"})
 
 

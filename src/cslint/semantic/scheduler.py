@@ -23,8 +23,8 @@ from cslint.semantic.module_index import (
 )
 from cslint.semantic.official import CSTORCH_SCHEDULERS, TORCH_SCHEDULERS
 from cslint.semantic.project import ClassRef, ProjectIndex
+from cslint.semantic.torch_api import CLOSED_FORMS
 
-CLOSED_FORMS = ("_get_closed_form", "_get_closed_form_lr")
 CSTORCH_ENTRIES = ("_get_closed_form", "_get_closed_form_lr", "get_lr", "get")
 TORCH_ENTRIES = ("get_lr", "_get_closed_form_lr")
 # Reading these is reading the schedule's own previous value.

@@ -1,0 +1,86 @@
+"""The torch and cstorch vocabulary the analyses know: one copy of each table.
+
+Plain data (names as written or qualified); no analysis code.
+"""
+
+from __future__ import annotations
+
+# ---- cstorch ---------------------------------------------------------------------------
+
+# A scheduler's closed form: `_get_closed_form()` from cstorch 2.5 on,
+# `_get_closed_form_lr()` before.
+CLOSED_FORMS = ("_get_closed_form", "_get_closed_form_lr")
+# What cstorch traces of a scheduler: its closed forms, and a `get_lr` that uses one.
+SCHEDULER_TRACED_METHODS = ("_get_closed_form_lr", "_get_closed_form", "get_lr")
+TRACE_DECORATORS = frozenset({"cerebras.pytorch.trace"})
+# Functions that run on the host with real values (step closures).
+HOST_DECORATORS = frozenset({"cerebras.pytorch.step_closure",
+                             "cerebras.pytorch.checkpoint_closure"})
+COMPILE = frozenset({"cerebras.pytorch.compile"})
+
+# ---- torch -----------------------------------------------------------------------------
+
+# Tensor attributes and methods that give Python metadata, not tensor values.
+METADATA_ATTRIBUTES = frozenset({
+    "shape", "dtype", "device", "ndim", "is_sparse", "is_cuda", "is_meta", "requires_grad",
+    "is_leaf", "layout", "names", "is_quantized", "is_mkldnn", "is_nested", "itemsize",
+    "nbytes", "grad_fn", "is_cpu",
+})
+METADATA_METHODS = frozenset({
+    "size", "dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous",
+    "is_floating_point", "is_complex", "get_device", "data_ptr", "stride", "storage_offset",
+    "is_signed", "type", "has_names", "is_pinned", "is_shared", "is_set_to", "__len__",
+})
+# Tensor methods that read the value on the host: as a Python value, or as a truth value.
+HOST_READ_METHODS = frozenset({"item", "tolist", "numpy", "__float__", "__int__",
+                               "__index__"})
+TRUTH_METHODS = frozenset({"__bool__"})
+NON_TENSOR_TORCH = frozenset({
+    "torch.is_tensor", "torch.is_complex", "torch.is_floating_point", "torch.is_grad_enabled",
+    "torch.is_inference_mode_enabled", "torch.jit.is_scripting", "torch.jit.is_tracing",
+    "torch.compiler.is_compiling", "torch.compiler.is_dynamo_compiling",
+    "torch._utils.is_compiling", "torch.are_deterministic_algorithms_enabled",
+    "torch.get_default_dtype", "torch.numel", "torch.typename", "torch.is_storage",
+    "torch.device", "torch.Size", "torch.finfo", "torch.iinfo", "torch.no_grad",
+    "torch.enable_grad", "torch.set_grad_enabled", "torch.inference_mode",
+    "torch.cuda.is_available", "torch.manual_seed", "torch.result_type",
+    "torch.promote_types", "torch.can_cast", "torch.get_default_device",
+    "torch.is_nonzero",  # returns a bool: its call is a host read, checked separately
+})
+# Builtins that read a tensor's value on the host (`bool` takes its truth value).
+HOST_BUILTINS = frozenset({"float", "int", "complex", "round", "str", "repr", "format",
+                           "print", "bool"})
+# Builtins that the analysis follows element-wise (or that give no tensor).
+ITERATION_BUILTINS = frozenset({"min", "max", "sum", "abs", "len", "isinstance", "range", "zip",
+                                "enumerate", "list", "tuple", "reversed", "sorted", "iter",
+                                "next", "dict"})
+LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
+                         "log"})
+LOGGER_NAMES = frozenset({"logger", "log", "logging", "_logger", "_log", "LOGGER", "LOG"})
+DATA_DEPENDENT_SHAPE = frozenset({"nonzero", "unique", "unique_consecutive", "masked_select",
+                                  "argwhere", "nonzero_static_shape"})
+BOOLEAN_OPS = frozenset({"isnan", "isinf", "isfinite", "isneginf", "isposinf", "isreal",
+                         "logical_and", "logical_or", "logical_not", "logical_xor", "eq",
+                         "ne", "lt", "le", "gt", "ge", "greater", "less", "bool", "signbit",
+                         "isclose"})
+CREATION_SIZE_FUNCTIONS = frozenset({"zeros", "ones", "empty", "rand", "randn", "arange",
+                                     "linspace", "logspace", "eye", "randperm"})
+SIZE_METHODS = frozenset({"view", "reshape", "expand", "repeat", "new_zeros", "new_ones",
+                          "new_empty", "narrow", "unflatten", "tile"})
+# Where PyTorch needs a Python number: {name: (keyword, positional index in the
+# deprecated scalar-first method form, number of positional args that form has)}.
+SCALAR_ARGUMENTS = {
+    "add": ("alpha", 2), "add_": ("alpha", 2), "sub": ("alpha", 2), "sub_": ("alpha", 2),
+    "addcmul": ("value", 3), "addcmul_": ("value", 3),
+    "addcdiv": ("value", 3), "addcdiv_": ("value", 3),
+}
+NON_TENSOR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "bytes", "complex",
+                                    "Optional[int]", "Optional[float]", "Optional[bool]",
+                                    "Optional[str]", "List[int]", "Tuple[int, ...]", "dict",
+                                    "Dict", "list", "tuple", "Callable", "torch.dtype",
+                                    "torch.device", "Size", "torch.Size"})
+# Eager torch ops that fill new state with a constant (cstorch has lazy twins).
+EAGER_CREATION_OPS = frozenset({
+    "torch.zeros_like", "torch.ones_like", "torch.full_like",
+    "torch.zeros", "torch.ones", "torch.full",
+})
