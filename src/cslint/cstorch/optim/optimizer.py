@@ -68,7 +68,7 @@ def _guard_step(step: Callable) -> Callable:
         if not strict_mode._enabled:
             return step(self, *args, **kwargs)
         args, kwargs = _loss_closure_on_host(args, kwargs)
-        mark_optimizer_values(self)
+        mark_optimizer_values(self, self.registered_schedulers())
         original_state = self.state
         # A subclass's step calling super().step() is already frozen.
         swap = not isinstance(original_state, FrozenOptimizerState)
@@ -206,6 +206,17 @@ class Optimizer(torch.optim.Optimizer, ABC):
             )
         state["step"] += 1.0
         return state["step"]
+
+    # -- schedulers --------------------------------------------------------------
+
+    def register_scheduler(self, scheduler) -> None:
+        """Attach a cstorch scheduler: the group key it drives becomes a
+        scheduled (device) value. Held weakly, as on the system."""
+        self._schedulers_registry[scheduler] = None
+
+    def registered_schedulers(self) -> list:
+        """The schedulers attached to this optimizer that are still alive."""
+        return list(self._schedulers_registry.keys())
 
     # -- state dict --------------------------------------------------------------
 

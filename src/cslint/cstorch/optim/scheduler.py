@@ -29,6 +29,7 @@ from cslint.cstorch import strict_mode
 from cslint.cstorch.device_values import LAST_EPOCH, scheduled_origin
 from cslint.cstorch.errors import compliance_error
 from cslint.cstorch.guard import guarded_region
+from cslint.cstorch.optim.optimizer import Optimizer
 from cslint.cstorch.provenance import mark
 from cslint.cstorch.source_position import SourceSite
 
@@ -105,8 +106,6 @@ class Scheduler(ABC):
         last_epoch: int = -1,
         param_group_tags=None,
     ) -> None:
-        from cslint.cstorch.optim.optimizer import Optimizer
-
         if not isinstance(optimizer, Optimizer):
             raise TypeError(
                 f"{type(optimizer).__name__} is not a cstorch.optim.Optimizer; "
@@ -121,7 +120,7 @@ class Scheduler(ABC):
         self.last_epoch = torch.tensor(int(last_epoch), dtype=torch.int64)
         self._step_count = 0
         self._last_value = [group.get(self.param_group_key) for group in optimizer.param_groups]
-        optimizer._schedulers_registry[self] = None
+        optimizer.register_scheduler(self)
         # Construction moves last_epoch to its first step and writes f(that step).
         self.step()
 
@@ -259,4 +258,4 @@ class Scheduler(ABC):
         if not isinstance(self.last_epoch, torch.Tensor):
             self.last_epoch = torch.tensor(int(self.last_epoch), dtype=torch.int64)
         self._validate_tags_apply()
-        self.optimizer._schedulers_registry[self] = None
+        self.optimizer.register_scheduler(self)
