@@ -80,6 +80,13 @@ def test_only_cstorch_imports_torch_or_cstorch():
     assert offenders == []
 
 
+def test_advice_imports_nothing():
+    # The linter's messages and the runtime's errors both read it.
+    tree = ast.parse((PACKAGE_ROOT / "advice.py").read_text(encoding="utf-8"))
+    imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert imports == []
+
+
 def test_runtime_codes_come_from_the_shared_table():
     from cslint.codes import CODES
 

@@ -21,6 +21,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 from torch.utils.weak import WeakIdKeyDictionary
 
+from cslint import advice
 from cslint.cstorch import strict_mode
 from cslint.cstorch.device_values import mark_optimizer_values, scheduled_origin
 from cslint.cstorch.errors import compliance_error
@@ -252,9 +253,7 @@ class Optimizer(torch.optim.Optimizer, ABC):
             f"the checkpoint's optimizer state does not match the state "
             f"{name}.preinitialize() creates: "
             + "; ".join(key_differences + shape_differences),
-            f"load a checkpoint saved by {name} with the same parameters and "
-            "hyperparameters, or convert it before calling load_state_dict "
-            "(override load_state_dict and rename/reshape the entries first)",
+            advice.CHECKPOINT_LAYOUT.format(optimizer=name),
             owner=f"{name}.load_state_dict",
             site=user_site(),
         )

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import torch
 
+from cslint import advice
 from cslint.cstorch import strict_mode
 from cslint.cstorch.device_values import LAST_EPOCH, scheduled_origin
 from cslint.cstorch.errors import compliance_error
@@ -188,9 +189,7 @@ class Scheduler(ABC):
                 f"the closed form returned {type(value).__name__} {value!r}; on "
                 "the system the schedule must be a tensor computed from "
                 "self.last_epoch",
-                "build the value with tensor ops on self.last_epoch, e.g. "
-                "`torch.where(self.last_epoch < n, a, b)` or "
-                "`torch.tensor(v) * (1 - self.last_epoch / total_iters)`",
+                advice.CLOSED_FORM_NOT_TENSOR,
                 owner=owner,
                 site=_return_site(self._closed_form_method()),
             )
