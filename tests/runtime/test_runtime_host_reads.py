@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import cslint.cstorch as cstorch
+from cslint import advice
 from cslint.cstorch import source_position
 from cstorch_helpers import BodyOptimizer, assert_compliance_error, make_params, run_steps
 
@@ -295,6 +296,29 @@ def test_fix_hints_name_the_compliant_pattern():
     with pytest.raises(cstorch.ComplianceError) as caught:
         BodyOptimizer(make_params(), item).step()
     assert "step_closure" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "fix"),
+    [
+        (if_on_state, advice.TRUTH_TEST),
+        (while_on_state, advice.TRUTH_TEST),
+        (ternary, advice.TRUTH_TEST),
+        (range_of_step, advice.TENSOR_LOOP_BOUND),
+        (item, advice.HOST_READ),
+        (print_tensor, advice.HOST_READ),
+        (list_index, advice.TENSOR_AS_INDEX),
+        (alpha_from_state, advice.TENSOR_AS_NUMBER),
+        (alpha_lr, advice.SCHEDULED_AS_SCALAR_ARGUMENT),
+        (boolean_mask, advice.BOOLEAN_MASK),
+        (nonzero, advice.DATA_DEPENDENT_SHAPE),
+        (masked_select, advice.DATA_DEPENDENT_SHAPE),
+    ],
+)
+def test_fix_comes_from_advice(body, fix):
+    with pytest.raises(cstorch.ComplianceError) as caught:
+        BodyOptimizer(make_params(), body).step()
+    assert caught.value.fix == fix
 
 
 # -- compliant look-alikes: five steps clean ----------------------------------------

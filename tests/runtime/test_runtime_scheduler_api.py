@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 
 import pytest
@@ -59,6 +60,15 @@ def test_value_used_at_optimizer_step_k_is_f_of_k():
     assert seen == pytest.approx([scheduler.expected(k) for k in range(6)])
     assert scheduler.last_epoch.item() == 6
     assert [float(v) for v in scheduler.get_last_lr()] == pytest.approx([scheduler.expected(6)])
+
+
+def test_schedulers_register_with_their_optimizer_weakly():
+    optimizer = CompliantSGD(make_params())
+    scheduler = LinearLR(optimizer, start=0.1, end=0.0, total_iters=4)
+    assert optimizer.registered_schedulers() == [scheduler]
+    del scheduler
+    gc.collect()
+    assert optimizer.registered_schedulers() == []
 
 
 def test_param_group_tags_select_the_scheduled_groups():

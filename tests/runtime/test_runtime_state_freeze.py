@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import cslint.cstorch as cstorch
+from cslint import advice
 from cstorch_helpers import (
     BodyOptimizer,
     CompliantSGD,
@@ -110,6 +111,21 @@ def test_state_violation_raises_at_the_write(code, body, marker):
         if p in before:
             assert entries.keys() == before[p].keys()
             assert all(entries[key] is before[p][key] for key in entries)
+
+
+@pytest.mark.parametrize(
+    ("body", "fix"),
+    [
+        (lazy_state_creation, advice.STATE_OUTSIDE_PREINITIALIZE),
+        (rebind_param_state, advice.PARAMETER_STATE_REBOUND),
+        (rebind_state_tensor, advice.STATE_REBOUND.format(name="state['exp_avg']")),
+        (delete_entry, advice.STATE_REMOVED),
+    ],
+)
+def test_fix_comes_from_advice(body, fix):
+    with pytest.raises(cstorch.StateError) as caught:
+        make_optimizer(body).step()
+    assert caught.value.fix == fix
 
 
 def test_messages_name_the_entry_and_the_parameter():

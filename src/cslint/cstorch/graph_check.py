@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from cslint import advice
 from cslint.cstorch.errors import compliance_error
 from cslint.cstorch.source_position import SourceSite, is_internal_frame
 
@@ -31,14 +32,6 @@ __all__ = ["check_static_graph"]
 _MAX_RECORDED_CONSTANT_ELEMENTS = 64
 
 _LIFT_FRESH_OPS = {torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh_copy.default}
-
-_FIX = (
-    "keep values that change between steps in tensors (optimizer state created "
-    "in preinitialize, the global step, scheduled hyperparameters) and select "
-    "with torch.where instead of a Python branch; no Python counters or "
-    "Python-number learning rates that change from step to step"
-)
-
 
 @dataclass(frozen=True)
 class _OpRecord:
@@ -278,7 +271,7 @@ def _graph_changed(owner, step_number, index, previous, current):
     return compliance_error(
         "CS501",
         "\n".join(lines),
-        _FIX,
+        advice.GRAPH_CHANGED,
         owner=owner,
         site=_site(now or before),
     )

@@ -32,6 +32,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from cslint import advice
 from cslint.cstorch import strict_mode
 from cslint.cstorch.errors import compliance_error
 from cslint.cstorch.provenance import (
@@ -205,51 +206,22 @@ def _op_name(func: object) -> str:
     return f"torch.{name}"
 
 
-_FIX_BRANCH = (
-    "compute both outcomes and select with torch.where(cond, a, b) (or use "
-    "clamp/minimum/maximum); a Python `if` may test only hyperparameters, "
-    "shapes and `is None`"
-)
-_FIX_LOOP = (
-    "loop a fixed number of times known from hyperparameters or shapes, and "
-    "select per-iteration results with torch.where"
-)
-_FIX_EXPRESSION = (
-    "keep it a tensor: torch.where, torch.logical_and/logical_or/logical_not, "
-    "torch.minimum/maximum instead of and/or/not/min/max/`x if t else y`"
-)
-_FIX_MATERIALIZE = (
-    "keep the value a tensor and use tensor ops (torch.where, clamp, "
-    "`p.add_(-lr * g)`); read values for logging inside a cstorch.step_closure"
-)
-_FIX_PRINT = "print or log device values from a cstorch.step_closure"
-_FIX_SCALAR_ARG = (
-    "multiply by the tensor instead of passing it as a Python number: "
-    "`p.add_(-lr * g)` rather than `p.add_(g, alpha=-lr)`, "
-    "`p.addcdiv_(-lr * m, denom)` rather than `value=-lr`"
-)
-_FIX_SHAPE = (
-    "use fixed-shape ops: torch.where(mask, x, 0), masked_fill, or multiply by "
-    "the mask, instead of x[mask], nonzero, unique or masked_select"
-)
-
-
 def _truth_error(origin: Origin, func: object):
     site = user_site()
     context = truth_test_context(site)
     if context == "while":
-        code, where, fix = "CS202", "a `while` test", _FIX_LOOP
+        code, where = "CS202", "a `while` test"
     elif context == "other":
-        code, where, fix = "CS203", "an expression", _FIX_EXPRESSION
+        code, where = "CS203", "an expression"
     else:
         # 'if', or unknown (Python 3.10, no source): the linter's default.
-        code, where, fix = "CS201", "an `if` test", _FIX_BRANCH
+        code, where = "CS201", "an `if` test"
     what = "membership test (`in`) on" if func is _Tensor.__contains__ else "truth value of"
     return compliance_error(
         code,
         f"{where} takes the {what} {origin.description}, which lives on the "
         "device while the step is traced",
-        fix,
+        advice.TRUTH_TEST,
         owner=current_owner(),
         site=site,
     )
@@ -261,7 +233,7 @@ def _index_error(origin: Origin):
         return compliance_error(
             "CS202",
             f"range() needs a Python int but gets {origin.description}",
-            _FIX_LOOP,
+            advice.TENSOR_LOOP_BOUND,
             owner=current_owner(),
             site=site,
         )
@@ -269,8 +241,7 @@ def _index_error(origin: Origin):
         "CS204",
         f"`__index__` forces {origin.description} to the host (used as a list "
         "index or a Python int)",
-        "index with tensors (torch.index_select, gather) or with Python ints "
-        "known from hyperparameters or shapes",
+        advice.TENSOR_AS_INDEX,
         owner=current_owner(),
         site=site,
     )
@@ -287,11 +258,11 @@ def _conversion_error(kind: str, func: object, origin: Origin):
             f"printing or formatting (`{_op_name(func)}`) reads {origin.description} "
             "on the host"
         )
-        fix = _FIX_PRINT
     else:
         problem = f"`{_op_name(func)}` forces {origin.description} to the host"
-        fix = _FIX_MATERIALIZE
-    return compliance_error("CS204", problem, fix, owner=current_owner(), site=site)
+    return compliance_error(
+        "CS204", problem, advice.HOST_READ, owner=current_owner(), site=site
+    )
 
 
 def _scalar_read_error(origin: Origin):
@@ -302,7 +273,7 @@ def _scalar_read_error(origin: Origin):
             "CS205",
             f"`{op}` reads {origin.description} as a Python number (a scalar "
             "argument such as alpha= or value=)",
-            _FIX_SCALAR_ARG,
+            advice.SCHEDULED_AS_SCALAR_ARGUMENT,
             owner=current_owner(),
             site=site,
         )
@@ -310,7 +281,7 @@ def _scalar_read_error(origin: Origin):
         "CS204",
         f"`{op}` reads {origin.description} as a Python number (a scalar "
         "argument, a size or a slice bound)",
-        _FIX_SCALAR_ARG,
+        advice.TENSOR_AS_NUMBER,
         owner=current_owner(),
         site=site,
     )
@@ -375,11 +346,16 @@ def _data_dependent_error(func, origin: Origin):
         op = f"`{_op_name(_state.current_op)}` (`{aten_name}`)"
     else:
         op = f"`{aten_name}`"
+    # aten.index with boolean indices is `x[mask]`; the rest are shape ops.
+    if func.overloadpacket is _aten.index:
+        fix = advice.BOOLEAN_MASK
+    else:
+        fix = advice.DATA_DEPENDENT_SHAPE
     return compliance_error(
         "CS206",
         f"{op} makes an output whose shape depends on the contents of "
         f"{origin.description}",
-        _FIX_SHAPE,
+        fix,
         owner=current_owner(),
         site=site,
     )

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import torch
 
+from cslint import advice
 from cslint.cstorch.errors import compliance_error
 from cslint.cstorch.guard import checks_active, current_owner
 from cslint.cstorch.source_position import user_site
@@ -31,18 +32,6 @@ __all__ = [
 ]
 
 _MISSING = object()
-
-_FIX_NEW_KEY = (
-    "create every state entry in preinitialize() (e.g. "
-    "`self.state[p][{key!r}] = cstorch.zeros_like(p)`, or a 0-dim tensor for "
-    "a counter) and update it in place in step (`.mul_()`, `.add_()`, `.copy_()`)"
-)
-_FIX_REBIND = (
-    "update the existing tensor in place: `state[{key!r}].copy_(new_value)`, "
-    "`.mul_()`, `.add_()`; a Python number kept in state must become a 0-dim "
-    "tensor created in preinitialize()"
-)
-
 
 class FrozenParamState(dict):
     """One parameter's state while `step` runs: no new keys, no rebinding."""
@@ -68,7 +57,7 @@ class FrozenParamState(dict):
                 "CS101",
                 f"adds state entry {key!r} to {self._describe()} while step "
                 "runs; the state is fixed once preinitialize() returns",
-                _FIX_NEW_KEY.format(key=key),
+                advice.STATE_OUTSIDE_PREINITIALIZE,
                 owner=current_owner(),
                 site=user_site(),
             )
@@ -77,7 +66,7 @@ class FrozenParamState(dict):
             f"rebinds state entry {key!r} of {self._describe()} to a different "
             f"object ({_kind(value)} replacing {_kind(current)}); the compiled "
             "step keeps updating the original",
-            _FIX_REBIND.format(key=key),
+            advice.STATE_REBOUND.format(name=f"state[{key!r}]"),
             owner=current_owner(),
             site=user_site(),
         )
@@ -88,8 +77,7 @@ class FrozenParamState(dict):
                 "CS102",
                 f"removes state entry {key!r} of {self._describe()} while step "
                 "runs; the state is fixed once preinitialize() returns",
-                "keep every state entry that preinitialize() creates and update "
-                "it in place",
+                advice.STATE_REMOVED,
                 owner=current_owner(),
                 site=user_site(),
             )
@@ -178,8 +166,7 @@ class FrozenOptimizerState(dict):
                 f"binds self.state[...] of {self.describe(param)} to a new "
                 f"{type(value).__name__} while step runs; the state is fixed "
                 "once preinitialize() returns",
-                "create the state in preinitialize() and update its tensors in "
-                "place in step",
+                advice.PARAMETER_STATE_REBOUND,
                 owner=current_owner(),
                 site=user_site(),
             )
@@ -233,7 +220,7 @@ class FrozenOptimizerState(dict):
             "CS102",
             f"removes the state of {self.describe(param)} while step runs; the "
             "state is fixed once preinitialize() returns",
-            "keep every state entry that preinitialize() creates",
+            advice.STATE_REMOVED,
             owner=current_owner(),
             site=user_site(),
         )

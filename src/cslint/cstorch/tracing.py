@@ -10,11 +10,43 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+import torch
+
 from cslint.cstorch import strict_mode
-from cslint.cstorch.device_values import mark_trace_inputs
+from cslint.cstorch.device_values import LAST_EPOCH, mark_module_values, mark_optimizer_values
 from cslint.cstorch.guard import guarded_region
+from cslint.cstorch.optim.optimizer import Optimizer
+from cslint.cstorch.optim.scheduler import Scheduler
+from cslint.cstorch.provenance import Origin, mark
 
 __all__ = ["trace"]
+
+
+@functools.lru_cache(maxsize=None)
+def _argument_origin(function_name) -> Origin:
+    return Origin(f"an argument of the traced {function_name}")
+
+
+def mark_trace_inputs(function_name: str, values, _depth: int = 0) -> None:
+    """Mark the device values among a traced function's arguments."""
+    if _depth > 8:
+        return
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            mark(value, _argument_origin(function_name))
+        elif isinstance(value, torch.nn.Module):
+            mark_module_values(value)
+        elif isinstance(value, torch.optim.Optimizer):
+            # Only a cstorch optimizer has schedulers attached.
+            schedulers = value.registered_schedulers() if isinstance(value, Optimizer) else ()
+            mark_optimizer_values(value, schedulers)
+        elif isinstance(value, Scheduler):
+            if isinstance(value.last_epoch, torch.Tensor):
+                mark(value.last_epoch, LAST_EPOCH)
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            mark_trace_inputs(function_name, value, _depth + 1)
+        elif isinstance(value, dict):
+            mark_trace_inputs(function_name, value.values(), _depth + 1)
 
 
 def _display_name(function: Callable) -> str:

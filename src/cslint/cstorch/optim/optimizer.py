@@ -21,6 +21,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 from torch.utils.weak import WeakIdKeyDictionary
 
+from cslint import advice
 from cslint.cstorch import strict_mode
 from cslint.cstorch.device_values import mark_optimizer_values, scheduled_origin
 from cslint.cstorch.errors import compliance_error
@@ -68,7 +69,7 @@ def _guard_step(step: Callable) -> Callable:
         if not strict_mode._enabled:
             return step(self, *args, **kwargs)
         args, kwargs = _loss_closure_on_host(args, kwargs)
-        mark_optimizer_values(self)
+        mark_optimizer_values(self, self.registered_schedulers())
         original_state = self.state
         # A subclass's step calling super().step() is already frozen.
         swap = not isinstance(original_state, FrozenOptimizerState)
@@ -207,6 +208,17 @@ class Optimizer(torch.optim.Optimizer, ABC):
         state["step"] += 1.0
         return state["step"]
 
+    # -- schedulers --------------------------------------------------------------
+
+    def register_scheduler(self, scheduler) -> None:
+        """Attach a cstorch scheduler: the group key it drives becomes a
+        scheduled (device) value. Held weakly, as on the system."""
+        self._schedulers_registry[scheduler] = None
+
+    def registered_schedulers(self) -> list:
+        """The schedulers attached to this optimizer that are still alive."""
+        return list(self._schedulers_registry.keys())
+
     # -- state dict --------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
@@ -241,9 +253,7 @@ class Optimizer(torch.optim.Optimizer, ABC):
             f"the checkpoint's optimizer state does not match the state "
             f"{name}.preinitialize() creates: "
             + "; ".join(key_differences + shape_differences),
-            f"load a checkpoint saved by {name} with the same parameters and "
-            "hyperparameters, or convert it before calling load_state_dict "
-            "(override load_state_dict and rename/reshape the entries first)",
+            advice.CHECKPOINT_LAYOUT.format(optimizer=name),
             owner=f"{name}.load_state_dict",
             site=user_site(),
         )

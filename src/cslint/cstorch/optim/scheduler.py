@@ -25,10 +25,12 @@ from collections.abc import Callable
 
 import torch
 
+from cslint import advice
 from cslint.cstorch import strict_mode
 from cslint.cstorch.device_values import LAST_EPOCH, scheduled_origin
 from cslint.cstorch.errors import compliance_error
 from cslint.cstorch.guard import guarded_region
+from cslint.cstorch.optim.optimizer import Optimizer
 from cslint.cstorch.provenance import mark
 from cslint.cstorch.source_position import SourceSite
 
@@ -105,8 +107,6 @@ class Scheduler(ABC):
         last_epoch: int = -1,
         param_group_tags=None,
     ) -> None:
-        from cslint.cstorch.optim.optimizer import Optimizer
-
         if not isinstance(optimizer, Optimizer):
             raise TypeError(
                 f"{type(optimizer).__name__} is not a cstorch.optim.Optimizer; "
@@ -121,7 +121,7 @@ class Scheduler(ABC):
         self.last_epoch = torch.tensor(int(last_epoch), dtype=torch.int64)
         self._step_count = 0
         self._last_value = [group.get(self.param_group_key) for group in optimizer.param_groups]
-        optimizer._schedulers_registry[self] = None
+        optimizer.register_scheduler(self)
         # Construction moves last_epoch to its first step and writes f(that step).
         self.step()
 
@@ -189,9 +189,7 @@ class Scheduler(ABC):
                 f"the closed form returned {type(value).__name__} {value!r}; on "
                 "the system the schedule must be a tensor computed from "
                 "self.last_epoch",
-                "build the value with tensor ops on self.last_epoch, e.g. "
-                "`torch.where(self.last_epoch < n, a, b)` or "
-                "`torch.tensor(v) * (1 - self.last_epoch / total_iters)`",
+                advice.CLOSED_FORM_NOT_TENSOR,
                 owner=owner,
                 site=_return_site(self._closed_form_method()),
             )
@@ -259,4 +257,4 @@ class Scheduler(ABC):
         if not isinstance(self.last_epoch, torch.Tensor):
             self.last_epoch = torch.tensor(int(self.last_epoch), dtype=torch.int64)
         self._validate_tags_apply()
-        self.optimizer._schedulers_registry[self] = None
+        self.optimizer.register_scheduler(self)

@@ -1,0 +1,97 @@
+"""How to fix each situation cslint reports, written once.
+
+Shared by the linter's messages (the advice after the problem) and the runtime's
+errors (`cslint.cstorch`, the `fix:` line), so both say the same thing. The
+linter imports this module without torch, so it imports nothing. Templates name
+their fields in braces, for `str.format`.
+"""
+
+# -- Tensor values on the host (CS201-CS205) ------------------------------------------------
+
+# An `if`/`while` test, `and`/`or`/`not`, bool(), min()/max() of a device tensor.
+TRUTH_TEST = "compute both branches with torch.where / torch.clamp / torch.minimum instead"
+
+# range() bounded by a device tensor.
+TENSOR_LOOP_BOUND = "use a fixed number of iterations (a hyperparameter) and mask with torch.where"
+
+# .item(), float(), .tolist(), printing, formatting or logging a device tensor.
+HOST_READ = "keep it a tensor (torch ops), or log it from a @cstorch.step_closure function"
+
+# A device tensor turned into a Python int by `__index__` (a list index).
+TENSOR_AS_INDEX = (
+    "index with tensors (torch.index_select, gather) or with Python ints known from "
+    "hyperparameters or shapes"
+)
+
+# A device tensor where an op needs a Python number (alpha=, value=, a size).
+TENSOR_AS_NUMBER = "fold it into tensor arithmetic instead (e.g. p.add_(-scale * g))"
+
+# A scheduled hyperparameter (the lr) where an op needs a Python number.
+SCHEDULED_AS_NUMBER = "multiply instead: p.add_(-lr * grad), p.addcdiv_(-lr * m, denom)"
+
+# The same for the runtime, which sees it only as a scalar argument; its own words,
+# which tests/runtime/test_runtime_host_reads.py pins (`p.add_(-lr * g)`).
+SCHEDULED_AS_SCALAR_ARGUMENT = (
+    "multiply by the tensor instead of passing it as a Python number: "
+    "`p.add_(-lr * g)` rather than `p.add_(g, alpha=-lr)`, "
+    "`p.addcdiv_(-lr * m, denom)` rather than `value=-lr`"
+)
+
+# -- Data-dependent shapes (CS206) ------------------------------------------------------------
+
+# x[mask] with a boolean mask.
+BOOLEAN_MASK = "use torch.where(mask, x, 0) or multiply by the mask"
+
+# nonzero, unique, masked_select, torch.where(cond) and the like.
+DATA_DEPENDENT_SHAPE = "use torch.where(cond, a, b) or multiply by a mask"
+
+# -- Optimizer state (CS101, CS102, CS107) ----------------------------------------------------
+
+# A state entry created outside preinitialize().
+STATE_OUTSIDE_PREINITIALIZE = "create it in preinitialize() and only update it in place in step()"
+
+# A parameter's whole state bound to a new dict outside preinitialize().
+PARAMETER_STATE_REBOUND = (
+    "create every state tensor in preinitialize() and only update it in place afterwards"
+)
+
+# A state entry rebound to a new object; {name} is how the entry is written.
+STATE_REBOUND = (
+    "update it in place (e.g. {name}.mul_(beta).add_(g) or {name}.copy_(new_value)) so the "
+    "traced graph keeps one state tensor"
+)
+
+# A state entry removed while step() runs.
+STATE_REMOVED = "keep every state entry that preinitialize() creates and update it in place"
+
+# A local {name} holding state {key} rebound and never stored back.
+LOST_UPDATE = (
+    "update it in place (e.g. {name}.mul_(...).add_(...)) or write it back with "
+    "{key}.copy_({name})"
+)
+
+# A checkpoint whose state differs from what {optimizer}.preinitialize() creates.
+CHECKPOINT_LAYOUT = (
+    "load a checkpoint saved by {optimizer} with the same parameters and hyperparameters, "
+    "or convert it before calling load_state_dict (override load_state_dict and "
+    "rename/reshape the entries first)"
+)
+
+# -- Schedulers (CS305) -----------------------------------------------------------------------
+
+# A scheduler's closed form that returns a Python number.
+CLOSED_FORM_NOT_TENSOR = (
+    "build the value with tensor ops on self.last_epoch, e.g. "
+    "`torch.where(self.last_epoch < n, a, b)` or "
+    "`torch.tensor(v) * (1 - self.last_epoch / total_iters)`"
+)
+
+# -- Static graph (CS501) ---------------------------------------------------------------------
+
+# Two steps that trace different graphs.
+GRAPH_CHANGED = (
+    "keep values that change between steps in tensors (optimizer state created in "
+    "preinitialize, the global step, scheduled hyperparameters) and select with "
+    "torch.where instead of a Python branch; no Python counters or Python-number "
+    "learning rates that change from step to step"
+)
