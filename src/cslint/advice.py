@@ -64,6 +64,9 @@ STATE_REBOUND = (
 # A state entry removed while step() runs.
 STATE_REMOVED = "keep every state entry that preinitialize() creates and update it in place"
 
+# State filled with a constant by an eager torch op; {lazy} is the cstorch twin.
+EAGER_STATE_FILL = "use {lazy}(), which creates it lazily on the system (almost no memory or time)"
+
 # A local {name} holding state {key} rebound and never stored back.
 LOST_UPDATE = (
     "update it in place (e.g. {name}.mul_(...).add_(...)) or write it back with "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from cslint import advice
 from cslint.config import parse_version
 from cslint.diagnostics import Finding, Severity
 from cslint.fixes import cstorch_creation_fix
@@ -38,13 +39,12 @@ class StateOutsidePreinitialize(Rule):
                 what = f'state "{fact.key}"' if fact.key else "optimizer state"
                 how = " under a lazy-initialisation check" if fact.guarded else ""
                 yield context.finding(self, fact.node, (
-                    f"{what} is created{how} in {fact.where}; create it in "
-                    "preinitialize() and only update it in place in step()"))
+                    f"{what} is created{how} in {fact.where}; "
+                    f"{advice.STATE_OUTSIDE_PREINITIALIZE}"))
             elif type(fact) is StateDictRebound:
                 yield context.finding(self, fact.node, (
                     f"`{source_snippet(fact.node)}` binds a parameter's state to a new dict "
-                    f"in {fact.where}; create every state tensor in preinitialize() and only "
-                    "update it in place afterwards"))
+                    f"in {fact.where}; {advice.PARAMETER_STATE_REBOUND}"))
 
 
 @register
@@ -60,9 +60,8 @@ class StateReboundInStep(Rule):
             name = f'state["{fact.key}"]' if fact.key else \
                 f"state[{source_snippet(fact.key_node)}]"
             yield context.finding(self, fact.node, (
-                f"{name} is rebound to a new tensor in {fact.where}; update it in place "
-                f"(e.g. {name}.mul_(beta).add_(g) or {name}.copy_(new_value)) so the "
-                "traced graph keeps one state tensor"))
+                f"{name} is rebound to a new tensor in {fact.where}; "
+                f"{advice.STATE_REBOUND.format(name=name)}"))
 
 
 @register
@@ -81,9 +80,8 @@ class EagerConstantState(Rule):
             lazy = fact.torch_function.replace("torch.", "cstorch.")
             # The fix applies when cstorch's signature fits.
             yield context.finding(self, fact.node, (
-                f"{what} is filled with {fact.torch_function}() in preinitialize(); use "
-                f"{lazy}(), which creates it lazily on the system (almost no memory or time)"),
-                cstorch_creation_fix(fact.node))
+                f"{what} is filled with {fact.torch_function}() in preinitialize(); "
+                f"{advice.EAGER_STATE_FILL.format(lazy=lazy)}"), cstorch_creation_fix(fact.node))
 
 
 @register
@@ -100,8 +98,8 @@ class LostStateUpdate(Rule):
             name = fact.name
             yield context.finding(self, fact.node, (
                 f"`{name}` holds {key} but is rebound to a new value that is never stored "
-                f"back, so the update is lost on every step; update it in place "
-                f"(e.g. {name}.mul_(...).add_(...)) or write it back with {key}.copy_({name})"))
+                f"back, so the update is lost on every step; "
+                f"{advice.LOST_UPDATE.format(name=name, key=key)}"))
 
 
 def _own_cstorch_optimizers(context: ModuleContext) -> Iterable[ClassRef]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Iterable, Iterator
 
+from cslint import advice
 from cslint.diagnostics import Finding, Severity
 from cslint.fixes import scale_first_argument_fix
 from cslint.rules import ModuleContext, Rule, one_per_position, register
@@ -31,13 +32,12 @@ def _is_device_tensor(node: ast.AST, chain: tuple) -> str:
 def truth_message(fact: TruthTest) -> str:
     return (f"{CONDITION_WORDS[fact.condition]} depends on a tensor value: "
             f"{_is_device_tensor(fact.subject, fact.chain)}; the graph is traced once, so "
-            "compute both branches with torch.where / torch.clamp / torch.minimum instead")
+            f"{advice.TRUTH_TEST}")
 
 
 def scalar_message(fact: ScalarArgument) -> str:
     return (f"{fact.position} needs a Python number but gets a tensor: "
-            f"{_is_device_tensor(fact.node, fact.chain)}; fold it into tensor arithmetic "
-            "instead (e.g. p.add_(-scale * g))")
+            f"{_is_device_tensor(fact.node, fact.chain)}; {advice.TENSOR_AS_NUMBER}")
 
 
 class _TracedRule(Rule):
@@ -74,8 +74,7 @@ class TensorDependentLoop(_TracedRule):
         elif type(fact) is LoopBound:
             yield context.finding(self, fact.node, (
                 f"the loop bound depends on a tensor value: "
-                f"{_is_device_tensor(fact.node, fact.chain)}; use a fixed number of "
-                "iterations (a hyperparameter) and mask with torch.where"))
+                f"{_is_device_tensor(fact.node, fact.chain)}; {advice.TENSOR_LOOP_BOUND}"))
 
 
 @register
@@ -95,8 +94,7 @@ class TensorMaterialized(_TracedRule):
         if type(fact) is HostRead:
             yield context.finding(self, fact.node, (
                 f"{fact.reader} reads a tensor value on the host: "
-                f"{_is_device_tensor(fact.subject, fact.chain)}; keep it a tensor (torch ops), "
-                "or log it from a @cstorch.step_closure function"))
+                f"{_is_device_tensor(fact.subject, fact.chain)}; {advice.HOST_READ}"))
         elif type(fact) is ScalarArgument and not fact.scheduled:
             yield context.finding(self, fact.node, scalar_message(fact))
 
@@ -114,8 +112,7 @@ class LrAsPythonScalar(_TracedRule):
             yield context.finding(self, fact.node, (
                 f"{fact.position} needs a Python number but `{source_snippet(fact.node)}` "
                 "comes from a scheduled hyperparameter, which is a tensor on the system "
-                f"({_chain(fact.chain)}); multiply instead: "
-                "p.add_(-lr * grad), p.addcdiv_(-lr * m, denom)"), fix)
+                f"({_chain(fact.chain)}); {advice.SCHEDULED_AS_NUMBER}"), fix)
 
 
 @register
@@ -126,11 +123,10 @@ class DataDependentShape(_TracedRule):
         if type(fact) is ValueDependentShape:
             yield context.finding(self, fact.node, (
                 f"`{source_snippet(fact.node)}` ({fact.op}) gives a result whose shape "
-                "depends on tensor values, which a static graph cannot hold; use "
-                "torch.where(cond, a, b) or multiply by a mask"))
+                "depends on tensor values, which a static graph cannot hold; "
+                f"{advice.DATA_DEPENDENT_SHAPE}"))
         elif type(fact) is MaskSelection:
             yield context.finding(self, fact.node, (
                 f"`{source_snippet(fact.node)}` selects with a boolean mask "
                 f"`{source_snippet(fact.mask)}`: the result's shape depends on tensor "
-                "values, which a static graph cannot hold; use torch.where(mask, x, 0) or "
-                "multiply by the mask"))
+                f"values, which a static graph cannot hold; {advice.BOOLEAN_MASK}"))
