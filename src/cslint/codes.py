@@ -8,7 +8,7 @@ Codes are public API: never renumber or reuse one.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 
 class Code(NamedTuple):
@@ -81,6 +81,19 @@ def summary(code: str) -> str:
 
 
 _SELECTOR = re.compile(r"^(ALL|CS\d{0,3})$")
+
+
+def selector_specificity(selector: str, code: str) -> int:
+    """How specifically `selector` (`ALL`, a prefix such as `CS1`, or a code) names
+    `code`: 0 when it does not, more for a longer prefix. Used by --select/--ignore,
+    per-file-ignores and `# noqa: CODES`."""
+    if selector == "ALL":
+        return 1
+    return len(selector) + 1 if code.startswith(selector) else 0
+
+
+def selected_by_any(selectors: Iterable[str], code: str) -> bool:
+    return any(selector_specificity(selector, code) for selector in selectors)
 
 
 def validate_selector(selector: str) -> str | None:

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cslint.codes import selected_by_any
 from cslint.config import Config
 from cslint.diagnostics import Finding
 from cslint.discovery import ExcludeMatcher, Target, display_path, find_project_root, \
@@ -230,7 +231,7 @@ def _check_module(loaded: _Loaded, project: ProjectIndex, config: Config, rules:
     context = ModuleContext(loaded.source, loaded.module, project, config, analyses)
     findings = []
     for rule in rules:
-        if any(rule.code.startswith(prefix) or prefix == "ALL" for prefix in ignored):
+        if selected_by_any(ignored, rule.code):
             continue
         # A rule's findings at one place (its `place`) are one: the first found.
         places: set[tuple] = set()

@@ -11,6 +11,7 @@ import re
 import tokenize
 from pathlib import Path
 
+from cslint.codes import selected_by_any
 from cslint.config import Config
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?",
@@ -48,7 +49,7 @@ class Suppressions:
         if line not in noqa:
             return False
         codes = noqa[line]
-        return codes is None or any(code.startswith(c) for c in codes)
+        return codes is None or selected_by_any(codes, code)
 
     def _scan(self) -> tuple[dict[int, frozenset[str] | None], bool]:
         if self._noqa is None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar, Iterable, TypeVar
 
-from cslint.codes import CODES
+from cslint.codes import CODES, selector_specificity
 from cslint.config import Version, format_version
 from cslint.diagnostics import Finding, Fix, Location, Severity
 
@@ -90,13 +90,6 @@ def all_rules() -> tuple[Rule, ...]:
     return tuple(_REGISTRY[code]() for code in sorted(_REGISTRY))
 
 
-def _match_length(selector: str, code: str) -> int:
-    """How specifically `selector` matches `code` (0: it does not)."""
-    if selector == "ALL":
-        return 1
-    return len(selector) + 1 if code.startswith(selector) else 0
-
-
 def select_rules(config: "Config") -> list[Rule]:
     """ruff's model: (select or the defaults) + extend-select - ignore, the most
     specific selector winning; release-gated rules need their release or their full code."""
@@ -105,10 +98,10 @@ def select_rules(config: "Config") -> list[Rule]:
         code = rule.code
         selectors = list(config.select) if config.select is not None else []
         selectors += config.extend_select
-        selected = max((_match_length(s, code) for s in selectors), default=0)
+        selected = max((selector_specificity(s, code) for s in selectors), default=0)
         if config.select is None and rule.default_on:
             selected = max(selected, 1)
-        ignored = max((_match_length(s, code) for s in config.ignore), default=0)
+        ignored = max((selector_specificity(s, code) for s in config.ignore), default=0)
         if not selected or ignored >= selected:
             continue
         if rule.gate is not None and not rule.gate.admits(config.cstorch_version):
