@@ -6,18 +6,16 @@ paths -> files -> SourceFile -> ast -> ModuleIndex -> ProjectIndex -> rules -> f
 from __future__ import annotations
 
 import gc
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cslint.codes import selected_by_any
 from cslint.config import Config
 from cslint.diagnostics import Finding
-from cslint.discovery import ExcludeMatcher, Target, display_path, find_project_root, \
-    walk_python_files
+from cslint.discovery import ExcludeMatcher, Target, display_path, walk_python_files
+from cslint.project_files import LoadedFile, load_file, project_files_for
 from cslint.rules import ModuleContext, Rule, select_rules
 from cslint.semantic.analyses import Analyses
-from cslint.semantic.module_index import ModuleIndex, build_module_index, module_name_for
 from cslint.semantic.official import load_official_api
 from cslint.semantic.project import ProjectIndex
 from cslint.source import InputError, SourceFile, internal_error
@@ -36,12 +34,6 @@ class RunResult:
     sources: dict[str, SourceFile] = field(default_factory=dict)
     # Findings fixed by --fix (set by the command line; 0 otherwise).
     fixed: int = 0
-
-
-@dataclass
-class _Loaded:
-    source: SourceFile
-    module: ModuleIndex
 
 
 def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: RunResult
@@ -63,17 +55,6 @@ def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: RunResult
         else:
             result.errors.append(InputError(display_path(path, given), "no such file or directory"))
     return targets
-
-
-def _load(path: Path, shown: str, raw: bytes | None = None) -> _Loaded:
-    source = SourceFile.from_bytes(path, shown, raw) if raw is not None \
-        else SourceFile.read(path, shown)
-    tree = source.parse()
-    try:
-        module = build_module_index(tree, path, shown, source_lines=source.lines)
-    except RecursionError:
-        raise InputError(shown, "too deeply nested to analyse") from None
-    return _Loaded(source, module)
 
 
 def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = None,
@@ -112,20 +93,20 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
     exclude = ExcludeMatcher(config.exclude, config.base_dir)
     targets = collect_targets(paths, exclude, result)
 
-    checked: list[_Loaded] = []
+    checked: list[LoadedFile] = []
     for target in targets:
         try:
-            checked.append(_load(target.path, target.display_path))
+            checked.append(load_file(target.path, target.display_path))
         except InputError as err:
             result.errors.append(err)
     if stdin is not None:
         name, raw = stdin
         try:
-            checked.append(_load(Path(name).absolute(), name, raw))
+            checked.append(load_file(Path(name).absolute(), name, raw))
         except InputError as err:
             result.errors.append(err)
 
-    files = _project_files(targets, stdin, exclude, project_root)
+    files = project_files_for(targets, stdin, exclude, project_root)
     checked_modules = [c.module for c in checked]
     project = ProjectIndex(checked_modules + files.dependents(checked_modules),
                            load_official_api(), config, loader=files)
@@ -151,78 +132,7 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
     return result
 
 
-class ProjectFiles:
-    """The project's other Python files: read when a name resolves into them, or when
-    they may depend on a checked file (so one changed file gets the findings a run over
-    the whole tree would give it)."""
-
-    def __init__(self, files: list[Path]):
-        self.by_module: dict[str, list[Path]] = {}
-        for path in files:
-            self.by_module.setdefault(module_name_for(path)[0], []).append(path)
-        self.pending = set(files)
-
-    def _read(self, path: Path) -> ModuleIndex | None:
-        self.pending.discard(path)
-        try:
-            return _load(path, str(path)).module
-        except InputError:
-            return None  # a broken file elsewhere is reported when it is itself checked
-
-    def load_module(self, name: str) -> list[ModuleIndex]:
-        paths = [p for p in self.by_module.get(name, ()) if p in self.pending]
-        return [m for m in map(self._read, paths) if m is not None]
-
-    def dependents(self, checked: list[ModuleIndex]) -> list[ModuleIndex]:
-        """Files that name a class or function of the checked files, transitively
-        through the classes deriving from those: a text pre-filter, then a parse."""
-        names = {n for m in checked for n in (*m.top_level_classes, *m.functions)}
-        found: list[ModuleIndex] = []
-        new_names = set(names)
-        while new_names and self.pending:
-            words = [n.encode() for n in sorted(new_names)]
-            pattern = re.compile(rb"\b(?:" + b"|".join(map(re.escape, words)) + rb")\b")
-            new_names = set()
-            for path in sorted(self.pending):
-                try:
-                    text = path.read_bytes()
-                except OSError:
-                    self.pending.discard(path)
-                    continue
-                # Substring search first (fast); the word-boundary regex confirms.
-                if not any(word in text for word in words) or not pattern.search(text):
-                    continue
-                module = self._read(path)
-                if module is None:
-                    continue
-                found.append(module)
-                for info in module.classes.values():
-                    if info.name not in names and any(
-                            b and b.rsplit(".", 1)[-1] in names for b in info.base_names):
-                        new_names.add(info.name)
-            names |= new_names
-        return found
-
-
-def _project_files(targets: list[Target], stdin, exclude: ExcludeMatcher,
-                   root: Path | None) -> ProjectFiles:
-    anchors = [t.path for t in targets]
-    if stdin is not None:
-        anchors.append(Path(stdin[0]).absolute())
-    if not anchors:
-        return ProjectFiles([])
-    root = root or find_project_root(anchors)
-    # Most walked files are checked files named the same way; resolving (symlinks, `..`)
-    # is needed only for the others.
-    absolute = {a.absolute() for a in anchors}
-    others = [p for p in walk_python_files(root, exclude) if p.absolute() not in absolute]
-    if others:
-        resolved = {a.resolve() for a in anchors}
-        others = [p for p in others if p.resolve() not in resolved]
-    return ProjectFiles(others)
-
-
-def _check_module(loaded: _Loaded, project: ProjectIndex, config: Config, rules: list[Rule],
+def _check_module(loaded: LoadedFile, project: ProjectIndex, config: Config, rules: list[Rule],
                   analyses: Analyses) -> list[Finding]:
     suppressions = scan_suppressions(loaded.source.text, loaded.source.lines)
     if suppressions.skip_file:

@@ -1,0 +1,108 @@
+"""Reading the project's files: each file is read, parsed and indexed here, once.
+
+The checked files are loaded up front. The project's other files are read on demand:
+when a name resolves into them (the project index asks while the analyses run), or
+when they may depend on a checked file (so one changed file gets the findings a run
+over the whole tree would give it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from cslint.discovery import ExcludeMatcher, Target, find_project_root, walk_python_files
+from cslint.semantic.module_index import ModuleIndex, build_module_index, module_name_for
+from cslint.source import InputError, SourceFile
+
+
+@dataclass
+class LoadedFile:
+    """A file as read and indexed."""
+
+    source: SourceFile
+    module: ModuleIndex
+
+
+def load_file(path: Path, shown: str, raw: bytes | None = None) -> LoadedFile:
+    """Read, parse and index one file (InputError when it cannot be)."""
+    source = SourceFile.from_bytes(path, shown, raw) if raw is not None \
+        else SourceFile.read(path, shown)
+    tree = source.parse()
+    try:
+        module = build_module_index(tree, path, shown, source_lines=source.lines)
+    except RecursionError:
+        raise InputError(shown, "too deeply nested to analyse") from None
+    return LoadedFile(source, module)
+
+
+class ProjectFiles:
+    """The project's other Python files: read when a name resolves into them, or when
+    they may depend on a checked file (so one changed file gets the findings a run over
+    the whole tree would give it)."""
+
+    def __init__(self, files: list[Path]):
+        self.by_module: dict[str, list[Path]] = {}
+        for path in files:
+            self.by_module.setdefault(module_name_for(path)[0], []).append(path)
+        self.pending = set(files)
+
+    def _read(self, path: Path) -> ModuleIndex | None:
+        self.pending.discard(path)
+        try:
+            return load_file(path, str(path)).module
+        except InputError:
+            return None  # a broken file elsewhere is reported when it is itself checked
+
+    def load_module(self, name: str) -> list[ModuleIndex]:
+        paths = [p for p in self.by_module.get(name, ()) if p in self.pending]
+        return [m for m in map(self._read, paths) if m is not None]
+
+    def dependents(self, checked: list[ModuleIndex]) -> list[ModuleIndex]:
+        """Files that name a class or function of the checked files, transitively
+        through the classes deriving from those: a text pre-filter, then a parse."""
+        names = {n for m in checked for n in (*m.top_level_classes, *m.functions)}
+        found: list[ModuleIndex] = []
+        new_names = set(names)
+        while new_names and self.pending:
+            words = [n.encode() for n in sorted(new_names)]
+            pattern = re.compile(rb"\b(?:" + b"|".join(map(re.escape, words)) + rb")\b")
+            new_names = set()
+            for path in sorted(self.pending):
+                try:
+                    text = path.read_bytes()
+                except OSError:
+                    self.pending.discard(path)
+                    continue
+                # Substring search first (fast); the word-boundary regex confirms.
+                if not any(word in text for word in words) or not pattern.search(text):
+                    continue
+                module = self._read(path)
+                if module is None:
+                    continue
+                found.append(module)
+                for info in module.classes.values():
+                    if info.name not in names and any(
+                            b and b.rsplit(".", 1)[-1] in names for b in info.base_names):
+                        new_names.add(info.name)
+            names |= new_names
+        return found
+
+
+def project_files_for(targets: list[Target], stdin, exclude: ExcludeMatcher,
+                   root: Path | None) -> ProjectFiles:
+    anchors = [t.path for t in targets]
+    if stdin is not None:
+        anchors.append(Path(stdin[0]).absolute())
+    if not anchors:
+        return ProjectFiles([])
+    root = root or find_project_root(anchors)
+    # Most walked files are checked files named the same way; resolving (symlinks, `..`)
+    # is needed only for the others.
+    absolute = {a.absolute() for a in anchors}
+    others = [p for p in walk_python_files(root, exclude) if p.absolute() not in absolute]
+    if others:
+        resolved = {a.resolve() for a in anchors}
+        others = [p for p in others if p.resolve() not in resolved]
+    return ProjectFiles(others)
