@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from cslint import __version__
 from cslint.cli import main
-from helpers import REPO
+from helpers import REPO, SOURCES_VARIABLE
 
 LAZY = '''\
 import torch
@@ -430,4 +430,7 @@ def test_ci_runs_the_readme_test_command():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     command = "python -m pip install 'torch==2.13.0' -e '.[test]' && python -m pytest -q"
     assert command in readme
-    assert command in (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert command in ci
+    # ... with the released sources that tests/conftest.py's `cerebras_pytorch` reads.
+    assert f"export {SOURCES_VARIABLE}=" in ci and SOURCES_VARIABLE in readme

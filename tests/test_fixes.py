@@ -145,7 +145,9 @@ def test_optimizer_plan_refuses_what_it_cannot_translate():
     assert _plan("torch.optim.Adam(*args)")[0] is None
     assert _plan("torch.optim.Adam(params, maximize=True)")[0] is None
     assert _plan("torch.optim.Adam(params, decoupled_weight_decay=True)")[0] is None
-    assert _plan("torch.optim.Adam(params, decoupled_weight_decay=False)")[0] is not None
+    # ... but a torch-only keyword at its default (off) is simply left out.
+    assert _plan("torch.optim.Adam(params, decoupled_weight_decay=False)")[0] == {
+        "drop": ["decoupled_weight_decay"], "add": [("eps", "1e-08")]}
     assert _plan("torch.optim.Adafactor(params)")[0] is None
     assert _plan("torch.optim.LBFGS(params)")[0] is None
 

@@ -1,15 +1,18 @@
-"""CS401-CS404 beyond the fixtures: the signature table against the installed torch,
-messages and fixes, the release gate of CS404."""
+"""CS401-CS404 beyond the fixtures: the signature table against the installed torch (and
+CS401's drop-in set against the released cstorch signatures), messages and fixes, the
+release gate of CS404."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import textwrap
 
 import pytest
 
+from cslint.fixes import fix_source
 from cslint.rules.program import torch_equivalents
-from helpers import lint_source
+from helpers import REQUIRED, init_signatures, lint_source, official_api_table
 
 HEADER = "import torch\nimport cerebras.pytorch as cstorch\n\n"
 
@@ -27,9 +30,11 @@ def test_table_matches_the_installed_torch_signatures():
     torch = pytest.importorskip("torch")
     if not torch.__version__.startswith(torch_equivalents()["releases"]["torch"]):
         pytest.skip("the table describes another torch release")
-    for name, entry in torch_equivalents()["optimizers"].items():
-        cls = getattr(torch.optim, name)
-        assert cls is not None
+    exported = _torch_optimizers(torch)
+    table = torch_equivalents()["optimizers"]
+    assert set(table) == set(exported), "the table must name exactly torch.optim's optimizers"
+    for name, entry in table.items():
+        cls = exported[name]
         if entry["status"] != "drop-in":
             continue
         parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
@@ -52,11 +57,94 @@ def test_table_names_every_torch_scheduler():
     assert schedulers <= set(torch_equivalents()["schedulers"])
 
 
-def test_drop_ins_are_exactly_the_issue_list():
-    drop_ins = {n for n, e in torch_equivalents()["optimizers"].items()
-                if e["status"] == "drop-in"}
-    assert drop_ins == {"SGD", "Adam", "AdamW", "Adadelta", "Adagrad", "Adamax", "ASGD",
-                        "NAdam", "RAdam", "RMSprop", "Rprop"}
+def _torch_optimizers(torch) -> dict:
+    """The optimizer classes the installed torch exports from torch.optim."""
+    return {name: obj for name, obj in vars(torch.optim).items()
+            if isinstance(obj, type) and issubclass(obj, torch.optim.Optimizer)
+            and obj is not torch.optim.Optimizer}
+
+
+def _cs401(tmp_path, name: str):
+    """The CS401 finding on `torch.optim.<name>(params)`, and the source its fix makes."""
+    result = lint_source(HEADER + f"opt = torch.optim.{name}(params)\n", tmp_path,
+                         options={"select": ["CS401"]})
+    assert not result.errors
+    (finding,) = result.findings
+    if finding.fix is None:
+        return finding, None
+    fixed = fix_source(result.sources[finding.path], [finding])
+    assert fixed.applied == [finding], fixed.dropped
+    return finding, fixed.new_raw.decode("utf-8")
+
+
+def test_every_torch_optimizer_is_reported_and_fixed_only_into_a_cstorch_class(tmp_path):
+    """What the table's statuses are for: every torch.optim optimizer gets CS401; one that
+    cstorch.optim lacks (by the official API table, generated from the release) is
+    "not supported" and has no fix; a fix always names the cstorch class of that name."""
+    torch = pytest.importorskip("torch")
+    official = {alias.rsplit(".", 1)[-1]
+                for entry in official_api_table()["classes"].values()
+                for alias in entry.get("aliases", ())
+                if alias.startswith("cerebras.pytorch.optim.")}
+    fixed_any = False
+    for name in sorted(_torch_optimizers(torch)):
+        finding, fixed = _cs401(tmp_path, name)
+        if name not in official:
+            assert fixed is None and "not supported" in finding.message, (name, finding.message)
+            continue
+        assert "not supported" not in finding.message, name
+        if fixed is not None:
+            fixed_any = True
+            call = ast.parse(fixed).body[-1].value
+            assert ast.unparse(call.func) == f"cstorch.optim.{name}", fixed
+    assert fixed_any
+
+
+def test_cs401_fixes_exactly_where_cstorch_keeps_torch_defaults(tmp_path, cerebras_pytorch):
+    """The drop-in set, derived from the two releases' signatures rather than restated:
+    `torch.optim.X(params)` can become `cstorch.optim.X(...)` when cstorch has X, every torch
+    parameter cstorch lacks defaults to off (False or None: `maximize`, `fused`, ...) and
+    every cstorch-only parameter has a default. Where the fix is offered, the rewritten
+    call, bound to the real cstorch signature, gives every shared hyperparameter torch's
+    default."""
+    torch = pytest.importorskip("torch")
+    cstorch = init_signatures(cerebras_pytorch / "optim")
+    expected, offered = set(), set()
+    for name, cls in sorted(_torch_optimizers(torch).items()):
+        torch_params = {p.name: p.default
+                        for p in list(inspect.signature(cls.__init__).parameters.values())[1:]}
+        finding, fixed = _cs401(tmp_path, name)
+        if fixed is not None:
+            offered.add(name)
+        if name not in cstorch:
+            continue
+        cs_params = {n: default for n, default, _ in cstorch[name]}
+        switched_off = all(torch_params[n] is False or torch_params[n] is None
+                           for n in set(torch_params) - set(cs_params))
+        optional = all(cs_params[n] is not REQUIRED for n in set(cs_params) - set(torch_params))
+        if switched_off and optional:
+            expected.add(name)
+        if fixed is None:
+            continue
+        call = ast.parse(fixed).body[-1].value
+        positional = [n for n, _, keyword_only in cstorch[name] if not keyword_only]
+        bound = dict(cs_params)
+        bound.update(zip(positional, (ast.literal_eval(a) if n != "params" else None
+                                      for n, a in zip(positional, call.args))))
+        bound.update((k.arg, ast.literal_eval(k.value)) for k in call.keywords)
+        for parameter in set(bound) & set(torch_params) - {"params"}:
+            want, got = torch_params[parameter], bound[parameter]
+            assert got is not REQUIRED, (name, parameter, fixed)
+            assert _same(got, want), (name, parameter, got, want, fixed)
+    assert offered == expected
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+        return a is b
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
 
 
 # ---- CS401 --------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from cslint.codes import CODES
+from cslint.config import format_version
 from cslint.rules import all_rules
 from helpers import RULE_PAGES, lint_source, options_in
 
@@ -27,7 +28,8 @@ def example(page: str, title: str) -> str:
     return block.group("code")
 
 
-LINT_CODES = sorted(rule.code for rule in all_rules())
+RULES = {rule.code: rule for rule in all_rules()}
+LINT_CODES = sorted(RULES)
 
 
 @pytest.mark.parametrize("code", sorted(CODES))
@@ -38,17 +40,47 @@ def test_page_exists_with_sections(code):
     assert not missing, f"{code}.md lacks sections {missing}"
 
 
+def test_linter_rules_are_exactly_the_codes_that_are_not_runtime_only():
+    """Each code is either linted (one registered rule) or runtime only (none): a code added
+    to the table without its rule, or a rule for a runtime-only code, fails here."""
+    registered = set(LINT_CODES)
+    linted = {code for code, info in CODES.items() if not info.runtime_only}
+    assert sorted(linted - registered) == [], "codes without a registered rule"
+    assert sorted(registered - linted) == [], "runtime-only codes with a registered rule"
+
+
+def header_fields(code: str) -> list[str]:
+    """The line under the title: `Severity · family `f` · fixability · runtime · [gate]`."""
+    return (RULE_PAGES / f"{code}.md").read_text(encoding="utf-8").splitlines()[2].split(" · ")
+
+
 @pytest.mark.parametrize("code", sorted(CODES))
-def test_page_header_agrees_with_the_registry(code):
-    """The line under the title says whether the rule is fixable and whether the runtime
-    raises it (every code but the runtime ones is lint-only)."""
-    header = (RULE_PAGES / f"{code}.md").read_text(encoding="utf-8").splitlines()[2]
-    rules = {rule.code: rule for rule in all_rules()}
-    if code in rules:
-        assert ("not fixable" not in header) == rules[code].fixable, header
+def test_page_header_agrees_with_the_code_table(code):
+    """Whether the runtime raises it (every code but the runtime ones is lint-only)."""
+    header = " · ".join(header_fields(code))
     assert ("lint-only" in header) == (not CODES[code].runtime), header
     if CODES[code].runtime:
         assert "run time" in header or "runtime only" in header, header
+    assert ("runtime only" in header) == CODES[code].runtime_only, header
+
+
+@pytest.mark.parametrize("code", LINT_CODES)
+def test_page_header_agrees_with_the_rule_class(code):
+    """Severity, family, fixability and release gate as the rule class declares them."""
+    rule = RULES[code]
+    severity, family, fixability, *rest = header_fields(code)
+    assert severity == rule.severity.value.capitalize(), (code, severity)
+    assert family == f"family `{rule.family}`", (code, family)
+    assert fixability.startswith("fixable" if rule.fixable else "not fixable"), (code, fixability)
+    gates = [field for field in rest if field.startswith("version-gated")]
+    if rule.gate is None:
+        assert gates == [], (code, gates)
+    else:
+        assert gates == [f"version-gated: on only when `cstorch-version` is set below "
+                         f"{format_version(rule.gate.below)} (or when selected with "
+                         f"`--select {code}`)."], (code, gates)
+    if not rule.default_on:
+        assert "off by default" in " · ".join(rest), code
 
 
 @pytest.mark.parametrize("code", LINT_CODES)
@@ -67,7 +99,3 @@ def test_good_example_is_clean(code, tmp_path):
     result = lint_source(source, tmp_path, options=options_in(page))
     assert not result.errors, [e.render() for e in result.errors]
     assert result.findings == [], [f"{f.code} {f.message}" for f in result.findings]
-
-
-def test_every_registered_rule_is_in_the_code_table():
-    assert set(LINT_CODES) <= set(CODES)

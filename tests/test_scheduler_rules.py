@@ -1,9 +1,9 @@
 """CS301-CS305 beyond the fixtures: release-dependent names, real-world sources (PyTorch's
-own schedulers, the official cerebras-pytorch optim folder), cross-file reach."""
+own schedulers; the official cerebras-pytorch optim folder is in test_cerebras_pytorch.py),
+cross-file reach."""
 
 from __future__ import annotations
 
-import os
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -13,9 +13,6 @@ import pytest
 from cslint.config import Config
 from cslint.engine import lint
 from helpers import lint_source
-
-CEREBRAS_PYTORCH = Path(os.environ.get("CSLINT_CEREBRAS_PYTORCH", "/tmp/csp/cerebras/pytorch"))
-
 
 def _codes(result, code):
     return [f for f in result.findings if f.code == code]
@@ -145,35 +142,3 @@ def test_torch_recursive_schedulers_get_cs302_once_per_line():
     for finding in found:
         line = text[finding.location.line - 1]
         assert '"lr"' in line, line
-
-
-# ---- the official cerebras-pytorch optim folder ------------------------------------------------
-
-@pytest.mark.skipif(not (CEREBRAS_PYTORCH / "optim").is_dir(),
-                    reason="needs the cerebras-pytorch 2.10 sources (CSLINT_CEREBRAS_PYTORCH)")
-def test_official_optim_folder_has_no_scheduler_or_program_findings():
-    result = lint([str(CEREBRAS_PYTORCH / "optim")],
-                  Config(select=("CS3", "CS4"), cstorch_version=(2, 10)))
-    assert not result.errors
-    assert result.findings == [], [f"{f.path}:{f.location.line} {f.code} {f.message}"
-                                   for f in result.findings]
-
-
-@pytest.mark.skipif(not (CEREBRAS_PYTORCH / "optim").is_dir(),
-                    reason="needs the cerebras-pytorch 2.10 sources (CSLINT_CEREBRAS_PYTORCH)")
-def test_official_schedulers_are_analysed():
-    """The clean result above is not for lack of looking: the closed forms are reached."""
-    from cslint.engine import _load
-    from cslint.rules.scheduler import SchedulerAnalysis
-    from cslint.semantic.official import load_official_api
-    from cslint.semantic.project import ProjectIndex
-
-    files = sorted((CEREBRAS_PYTORCH / "optim").glob("*.py"))
-    modules = [_load(f, str(f)).module for f in files]
-    project = ProjectIndex(modules, load_official_api(), Config(cstorch_version=(2, 10)))
-    analysis = SchedulerAnalysis(project)
-    reached = {r.function.qualname.rsplit(".", 2)[-2] + "." + r.function.name
-               for r in analysis.reached.values()}
-    assert {"CyclicScheduler._get_closed_form", "CyclicScheduler.set_scale_fn",
-            "OneCycleScheduler._annealing_cos", "ScalePerParamScheduler.get"} <= reached
-    assert sum(1 for _, cstorch in analysis.contexts if cstorch) >= 50
