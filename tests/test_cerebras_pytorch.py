@@ -74,15 +74,16 @@ def test_official_optim_folder_against_release_2_4(cerebras_pytorch):
 
 def test_official_schedulers_are_analysed(cerebras_pytorch):
     """The clean result on 2.10 is not for lack of looking: the closed forms are reached."""
-    from cslint.engine import _load
-    from cslint.rules.scheduler import SchedulerAnalysis
+    from cslint.project_files import load_file
+    from cslint.semantic.scheduler import SchedulerAnalysis
     from cslint.semantic.official import load_official_api
     from cslint.semantic.project import ProjectIndex
 
     files = sorted((cerebras_pytorch / "optim").glob("*.py"))
-    modules = [_load(f, str(f)).module for f in files]
+    modules = [load_file(f, str(f)).module for f in files]
     project = ProjectIndex(modules, load_official_api(), Config(cstorch_version=(2, 10)))
     analysis = SchedulerAnalysis(project)
+    analysis.run()
     reached = {r.function.qualname.rsplit(".", 2)[-2] + "." + r.function.name
                for r in analysis.reached.values()}
     assert {"CyclicScheduler._get_closed_form", "CyclicScheduler.set_scale_fn",
