@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from cslint.config import Config, config_from_table, parse_test_options
-from cslint.engine import RunResult, lint
+from cslint.engine import LintResult, lint
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
@@ -31,12 +31,12 @@ def config_for(options: dict) -> Config:
 
 
 def lint_files(paths: list[Path], options: dict | None = None,
-               root: Path | None = None) -> RunResult:
+               root: Path | None = None) -> LintResult:
     return lint([str(p) for p in paths], config_for(options or {}), project_root=root)
 
 
 def lint_source(text: str, tmp_path: Path, name: str = "example.py",
-                options: dict | None = None) -> RunResult:
+                options: dict | None = None) -> LintResult:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return lint([str(path)], config_for(options if options is not None else options_in(text)),
@@ -53,7 +53,7 @@ def expected_findings(path: Path) -> set[tuple[int, str]]:
     return found
 
 
-def codes(result: RunResult) -> list[str]:
+def codes(result: LintResult) -> list[str]:
     return [f.code for f in result.findings]
 
 

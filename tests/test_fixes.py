@@ -18,10 +18,9 @@ from click.testing import CliRunner
 from cslint.cli import main
 from cslint.diagnostics import Finding, Location, Severity
 from cslint.engine import lint
-from cslint.fixes import (
-    cstorch_creation_fix, fix_findings, fix_source, replace_call_fix,
-    scale_first_argument_fix, write_fixed,
-)
+from cslint.fixes import cstorch_creation_fix, replace_call_fix, scale_first_argument_fix
+from cslint.fixes.apply import fix_findings, fix_source
+from cslint.fixes.write import write_fixed
 from cslint.rules.program import optimizer_fix_plan
 from cslint.source import SourceFile
 from helpers import FIXTURES, REPO, config_for, options_in
@@ -115,7 +114,7 @@ def test_creation_fix_refuses_what_cstorch_does_not_take():
     assert fix("torch.zeros(*shape)") is None
     assert fix("torch.full_like(p)") is None  # no value
     assert fix("torch.empty_like(p)") is None
-    assert dict(fix("torch.full(size=s, fill_value=1)").data)["rename"] == (
+    assert fix("torch.full(size=s, fill_value=1)").rename == (
         ("size", "shape"), ("fill_value", "value"))
 
 

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from cslint.fixes import fix_source
+from cslint.fixes.apply import fix_source
 from cslint.rules.program import torch_equivalents
 from helpers import REQUIRED, init_signatures, lint_source, official_api_table
 

@@ -15,6 +15,7 @@ from cslint import __version__
 from cslint.codes import CODES, validate_selector
 from cslint.config import Config, ConfigError, find_config_file, load_config_file, \
     parse_version
+from cslint.output import FORMATS
 from cslint.rules import all_rules
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -64,7 +65,7 @@ def resolve_config(paths: tuple[str, ...], config_path: str | None, no_config: b
 @click.option("--select", multiple=True, help="Codes or prefixes to check (CS1, CS101, ALL).")
 @click.option("--ignore", multiple=True, help="Codes or prefixes to leave out.")
 @click.option("--extend-select", multiple=True, help="Codes or prefixes to add to the selection.")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+@click.option("--format", "output_format", type=click.Choice(list(FORMATS)), default="text",
               show_default=True)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--statistics", is_flag=True, help="Count findings per code instead of listing them.")
@@ -83,8 +84,7 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
           config_path, no_config, cstorch_version, stdin_filename, fix=False, unsafe_fixes=False,
           diff=False):
     """Check PATHS (files or folders; default `.`; `-` reads stdin)."""
-    from cslint.engine import STDIN, lint
-    from cslint.output import FORMATS
+    from cslint.app import STDIN, FixMode, run
 
     paths = paths or (".",)
     try:
@@ -102,42 +102,36 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
     stdin = None
     if STDIN in paths:
         stdin = (stdin_filename or "<stdin>", sys.stdin.buffer.read())
-    result = lint(list(paths), config, stdin)
-    if fix or diff:
-        from cslint.fixes import run_fix_mode
+    fix_mode = FixMode.DIFF if diff else FixMode.FIX if fix else FixMode.CHECK
+    result = run(paths, config, stdin=stdin, fix_mode=fix_mode, unsafe_fixes=unsafe_fixes)
+    report = result.report
 
-        outcome = run_fix_mode(
-            result, lambda fixed: lint(list(paths), config, (stdin[0], fixed)
-                                       if stdin and fixed is not None else stdin),
-            unsafe=unsafe_fixes, diff_only=diff, stdin_name=stdin[0] if stdin else None)
-        for message in outcome.messages:
-            click.echo(f"cslint: {message}", err=True)
-        if diff:
-            for error in result.errors:
-                _error(error.render())
-            click.echo(outcome.diff, nl=False)
-            if not quiet:
-                click.echo(f"Would fix {result.fixed} problem(s) in {outcome.changed_files} "
-                           f"file(s).", err=True)
-            sys.exit(EXIT_ERROR if result.errors else EXIT_FINDINGS if outcome.diff
-                     else EXIT_CLEAN)
-        result = outcome.result
-        if outcome.stdout_source is not None:
-            sys.stdout.buffer.write(outcome.stdout_source)
-            sys.stdout.flush()
-            quiet, output_format = True, "stdin-fixed"
-
-    for error in result.errors:
-        _error(error.render())
+    for message in result.fix_messages:
+        click.echo(f"cslint: {message}", err=True)
+    if result.diff is not None:
+        for error in report.errors:
+            _error(error)
+        click.echo(result.diff.text, nl=False)
+        if not quiet:
+            click.echo(f"Would fix {result.diff.fixes} problem(s) in {result.diff.files} "
+                       f"file(s).", err=True)
+        sys.exit(EXIT_ERROR if report.errors else EXIT_FINDINGS if result.diff.text
+                 else EXIT_CLEAN)
+    if result.stdin_output is not None:
+        # The fixed code takes stdout's place: no report there.
+        sys.stdout.buffer.write(result.stdin_output)
+        sys.stdout.flush()
+    for error in report.errors:
+        _error(error)
     for notice in result.notices:
         click.echo(f"cslint: {notice}", err=True)
-    output = FORMATS[output_format](result, statistics, quiet) \
-        if output_format in FORMATS else ""
-    if output:
-        click.echo(output, nl=False)
-    if result.errors:
+    if result.stdin_output is None:
+        output = FORMATS[output_format](report, statistics=statistics, quiet=quiet)
+        if output:
+            click.echo(output, nl=False)
+    if report.errors:
         sys.exit(EXIT_ERROR)
-    sys.exit(EXIT_FINDINGS if result.findings and not exit_zero else EXIT_CLEAN)
+    sys.exit(EXIT_FINDINGS if report.findings and not exit_zero else EXIT_CLEAN)
 
 
 def rules_table() -> list[tuple[str, str, str, str, str]]:

@@ -1,10 +1,10 @@
-"""What the linter reports: findings and the fixes they may carry."""
+"""What the linter reports: findings, the fixes they may carry, and a run's report."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 
 class Severity(str, Enum):
@@ -25,12 +25,13 @@ class Location:
 
 @dataclass(frozen=True)
 class Fix:
-    """A rewrite applied with libcst (only when fixing). `safe` fixes run under --fix."""
+    """A rewrite applied with libcst (only when fixing). `safe` fixes run under --fix.
+
+    Each kind of fix (`cslint.fixes.kinds`) subclasses this with the plain values it
+    needs, so findings stay picklable and building them never imports libcst."""
 
     safe: bool
     description: str
-    # Rule-specific data the fixer needs; plain values only so findings stay picklable.
-    data: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,3 +51,20 @@ class Finding:
     def sort_key(self) -> tuple:
         loc = self.location
         return (self.path, loc.line, loc.column, self.code)
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the output formats print: one run's findings and how it went."""
+
+    findings: tuple[Finding, ...]
+    # Inputs that could not be checked, one line each (`path[:line[:column]]: problem`).
+    errors: tuple[str, ...]
+    files_checked: int
+    # Findings fixed by --fix: the findings left are re-checked after fixing.
+    fixed: int = 0
+
+    def counts_by_code(self) -> list[tuple[str, int]]:
+        """(code, number of findings), the most frequent first."""
+        counts = Counter(f.code for f in self.findings)
+        return sorted(counts.items(), key=lambda item: (-item[1], item[0]))

@@ -25,18 +25,18 @@ STDIN = "-"
 
 
 @dataclass
-class RunResult:
+class LintResult:
+    """One pass of the linter over the inputs."""
+
     findings: list[Finding] = field(default_factory=list)
     errors: list[InputError] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     files_checked: int = 0
     # The checked files as read, by display path: what fixes rewrite.
     sources: dict[str, SourceFile] = field(default_factory=dict)
-    # Findings fixed by --fix (set by the command line; 0 otherwise).
-    fixed: int = 0
 
 
-def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: RunResult
+def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResult
                     ) -> list[Target]:
     targets: list[Target] = []
     for given in paths:
@@ -58,7 +58,7 @@ def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: RunResult
 
 
 def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = None,
-         project_root: Path | None = None) -> RunResult:
+         project_root: Path | None = None) -> LintResult:
     """Check `paths` (and stdin, given as (display name, bytes)) under `config`.
     `project_root` overrides the folder searched for context (tests pin it)."""
     collecting = gc.isenabled()
@@ -88,8 +88,8 @@ def _freeze_trees(collecting: bool) -> None:
 
 
 def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
-          project_root: Path | None, collecting: bool) -> RunResult:
-    result = RunResult()
+          project_root: Path | None, collecting: bool) -> LintResult:
+    result = LintResult()
     exclude = ExcludeMatcher(config.exclude, config.base_dir)
     targets = collect_targets(paths, exclude, result)
 

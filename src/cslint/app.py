@@ -1,0 +1,99 @@
+"""One run of cslint as a front end asks for it (the command line; any other caller the
+same way): lint, then, when asked, fix or diff and lint what is left.
+
+It parses no options and prints nothing: the caller passes a `Config` and the code read
+from stdin, and prints the `RunResult` (its `report` through `cslint.output`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Sequence
+
+from cslint.config import Config
+from cslint.diagnostics import Report
+from cslint.engine import STDIN, LintResult, lint
+
+__all__ = ["STDIN", "FixDiff", "FixMode", "RunResult", "run"]
+
+
+class FixMode(Enum):
+    CHECK = "check"  # report the findings
+    FIX = "fix"  # write the fixes (stdin: return the fixed code), report the findings left
+    DIFF = "diff"  # return the fixes as a unified diff, write nothing
+
+
+@dataclass(frozen=True)
+class FixDiff:
+    """What --diff shows: the fixes as a unified diff."""
+
+    text: str
+    fixes: int  # findings the diff fixes
+    files: int  # files it changes
+
+
+@dataclass(frozen=True)
+class RunResult:
+    # The findings (after fixing: those left, re-linted), the inputs that could not be
+    # checked, and how many findings were fixed.
+    report: Report
+    # For stderr: remarks on the inputs (a folder without Python files).
+    notices: tuple[str, ...] = ()
+    # For stderr: fixes that failed or were not applied, and why.
+    fix_messages: tuple[str, ...] = ()
+    # FixMode.DIFF only.
+    diff: FixDiff | None = None
+    # FixMode.FIX with code read from stdin: the code to print in place of the report
+    # (the fixed code; as read when nothing changed; empty when it could not be read).
+    stdin_output: bytes | None = None
+
+
+def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None = None,
+        fix_mode: FixMode = FixMode.CHECK, unsafe_fixes: bool = False) -> RunResult:
+    """Lint `paths` (`-` stands for `stdin`: its display name and its bytes) under
+    `config`, then fix as `fix_mode` asks: the safe fixes, the unsafe ones too when
+    `unsafe_fixes`."""
+    linted = lint(list(paths), config, stdin)
+    if fix_mode is FixMode.CHECK:
+        return RunResult(_report(linted), tuple(linted.notices))
+
+    from cslint.fixes.apply import fix_findings  # libcst: loaded only when fixing
+
+    fixes = fix_findings(linted.sources, linted.findings, unsafe_fixes)
+    messages = [f"error: {error}" for error in fixes.errors]
+    for finding, why in fixes.dropped:
+        loc = finding.location
+        messages.append(f"{finding.path}:{loc.line}:{loc.column}: {finding.code} "
+                        f"not fixed: {why}")
+    changed = [file for file in fixes.files if file.changed]
+    fixed = len(fixes.applied)
+    if fix_mode is FixMode.DIFF:
+        diff = FixDiff("".join(file.diff() for file in changed), fixed, len(changed))
+        return RunResult(_report(linted), tuple(linted.notices), tuple(messages), diff=diff)
+
+    from cslint.fixes.write import write_fixed
+
+    stdin_name = stdin[0] if stdin is not None else None
+    fixed_stdin = None
+    for file in changed:
+        if file.source.display_path == stdin_name:
+            fixed_stdin = file.new_raw
+        else:
+            write_fixed(file)
+    stdin_output = None
+    if stdin_name is not None:
+        source = linted.sources.get(stdin_name)
+        stdin_output = fixed_stdin if fixed_stdin is not None else (
+            source.raw if source is not None else b"")
+    if changed:
+        # The findings left, at their places in the fixed code.
+        linted = lint(list(paths), config, (stdin_name, fixed_stdin)
+                      if stdin_name is not None and fixed_stdin is not None else stdin)
+    return RunResult(_report(linted, fixed), tuple(linted.notices), tuple(messages),
+                     stdin_output=stdin_output)
+
+
+def _report(linted: LintResult, fixed: int = 0) -> Report:
+    return Report(tuple(linted.findings), tuple(error.render() for error in linted.errors),
+                  linted.files_checked, fixed)

@@ -1,0 +1,229 @@
+"""The kinds of fix, and the constructors rules attach them to findings with.
+
+A kind is a frozen dataclass of plain values (findings stay picklable) with two methods
+that apply it to a libcst tree: `locate` finds the call the finding points at, `rewrite`
+returns that call's replacement. Rules build fixes on every check, which must not load
+libcst, so the methods import it when they run (only --fix and --diff call them).
+"""
+
+from __future__ import annotations
+
+import ast
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Iterable, Sequence
+
+from cslint.diagnostics import Fix, Location
+
+if TYPE_CHECKING:
+    import libcst as cst
+    from libcst.metadata import CodeRange
+
+
+class NotApplicable(Exception):
+    """The located code does not fit the fix; the message says why."""
+
+
+@dataclass(frozen=True)
+class FixContext:
+    """What a rewrite needs to know about the module it rewrites."""
+
+    # The module's name for cerebras.pytorch: its own alias, or `cstorch` when
+    # `import cerebras.pytorch as cstorch` is added with the fixes.
+    cstorch: str
+    # Why that import cannot be added (None when it can, or the module has an alias).
+    cstorch_problem: str | None
+
+
+class CallFix(Fix, ABC):
+    """A fix that rewrites one call."""
+
+    # The rewrite makes it a call of cerebras.pytorch: the module must import it, and two
+    # such rewrites of one call conflict.
+    calls_cstorch: ClassVar[bool] = False
+
+    @abstractmethod
+    def locate(self, calls: Sequence[tuple[cst.Call, CodeRange]], location: Location
+               ) -> cst.Call | None:
+        """The call this fix rewrites for a finding at `location`, among all the module's
+        calls with their positions; None when none fits."""
+
+    @abstractmethod
+    def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
+        """The replacement of `call`; raises NotApplicable when the fix does not fit it."""
+
+
+@dataclass(frozen=True)
+class ReplaceCall(CallFix):
+    """Call `<cstorch>.<target>(...)` instead, dropping, renaming and appending keywords
+    (CS401, CS104). `<cstorch>` is the module's alias of `cerebras.pytorch` /
+    `cslint.cstorch`, or `cstorch` with `import cerebras.pytorch as cstorch` added."""
+
+    target: str
+    drop: tuple[str, ...] = ()
+    rename: tuple[tuple[str, str], ...] = ()  # (old keyword, new keyword)
+    add: tuple[tuple[str, str], ...] = ()  # (keyword, Python source of its value)
+
+    calls_cstorch = True
+
+    def locate(self, calls: Sequence[tuple[cst.Call, CodeRange]], location: Location
+               ) -> cst.Call | None:
+        from cslint.fixes.syntax import smallest_call_around
+
+        # The call itself, not one that merely contains it.
+        return smallest_call_around(
+            calls, location,
+            lambda call, span: (span.start.line, span.start.column + 1)
+            == (location.line, location.column))
+
+    def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
+        import libcst as cst
+
+        from cslint.fixes.syntax import punctuate
+
+        if context.cstorch_problem:
+            raise NotApplicable(context.cstorch_problem)
+        drop = set(self.drop)
+        rename = dict(self.rename)
+        entries = []
+        for index, arg in enumerate(call.args):
+            name = arg.keyword.value if arg.keyword is not None else None
+            if name in drop:
+                continue
+            if name in rename:
+                arg = arg.with_changes(keyword=cst.Name(rename[name]))
+            entries.append((arg, index))
+        present = {a.keyword.value for a, _ in entries if a.keyword is not None}
+        for name, source in self.add:
+            if name in present:
+                continue
+            entries.append((cst.Arg(value=cst.parse_expression(source), keyword=cst.Name(name),
+                                    equal=cst.AssignEqual(
+                                        whitespace_before=cst.SimpleWhitespace(""),
+                                        whitespace_after=cst.SimpleWhitespace(""))), None))
+        func = cst.parse_expression(f"{context.cstorch}.{self.target}")
+        return call.with_changes(func=func, args=punctuate(call.args, entries))
+
+
+# Methods whose first argument is scaled by `alpha` / `value` (CS205).
+SCALED_METHODS = {"add_": "alpha", "sub_": "alpha", "add": "alpha", "sub": "alpha",
+                  "addcdiv_": "value", "addcmul_": "value", "addcdiv": "value",
+                  "addcmul": "value"}
+
+
+@dataclass(frozen=True)
+class ScaleFirstArgument(CallFix):
+    """`p.add_(g, alpha=a)` -> `p.add_(a * g)`: fold the `keyword=` scale of a Tensor
+    method into its first argument (CS205)."""
+
+    method: str
+    keyword: str
+
+    def locate(self, calls: Sequence[tuple[cst.Call, CodeRange]], location: Location
+               ) -> cst.Call | None:
+        import libcst as cst
+
+        from cslint.fixes.syntax import smallest_call_around
+
+        return smallest_call_around(
+            calls, location,
+            lambda call, span: isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == self.method)
+
+    def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
+        import libcst as cst
+
+        from cslint.fixes.syntax import dotted, parenthesized, punctuate
+
+        method, keyword = self.method, self.keyword
+        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == method):
+            raise NotApplicable(f"not a call of {method}()")
+        if dotted(call.func.value).split(".")[0] == "torch":
+            raise NotApplicable(f"torch.{method}() scales its second argument, not its first")
+        if any(a.star for a in call.args):
+            raise NotApplicable("the call passes *args or **kwargs")
+        scale = [a for a in call.args if a.keyword is not None and a.keyword.value == keyword]
+        positional = [a for a in call.args if a.keyword is None]
+        if len(scale) != 1 or not positional:
+            raise NotApplicable(f"no `{keyword}=` keyword with a first argument to fold it into")
+        first = positional[0]
+        product = cst.BinaryOperation(
+            left=parenthesized(scale[0].value, right_operand=False),
+            operator=cst.Multiply(whitespace_before=cst.SimpleWhitespace(" "),
+                                  whitespace_after=cst.SimpleWhitespace(" ")),
+            right=parenthesized(first.value, right_operand=True),
+        )
+        entries = []
+        for index, arg in enumerate(call.args):
+            if arg is scale[0]:
+                continue
+            entries.append((arg.with_changes(value=product) if arg is first else arg, index))
+        return call.with_changes(args=punctuate(call.args, entries))
+
+
+# ---- constructors (used by rules) ---------------------------------------------------------
+
+def replace_call_fix(target: str, *, safe: bool, description: str,
+                     drop: Iterable[str] = (), add: Iterable[tuple[str, str]] = (),
+                     rename: Iterable[tuple[str, str]] = ()) -> ReplaceCall:
+    """Call `<cstorch alias>.<target>` instead; drop the keywords in `drop`, rename
+    keywords (old, new), append `add` keywords as (name, Python source)."""
+    return ReplaceCall(safe, description, target, tuple(drop),
+                       tuple((old, new) for old, new in rename),
+                       tuple((name, source) for name, source in add))
+
+
+# cstorch creation op -> (positional parameter names after renaming, torch keyword renames)
+_CREATION_OPS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "zeros_like": (("other",), {"input": "other"}),
+    "ones_like": (("other",), {"input": "other"}),
+    "full_like": (("other", "value"), {"input": "other", "fill_value": "value"}),
+    "zeros": (("shape",), {"size": "shape"}),
+    "ones": (("shape",), {"size": "shape"}),
+    "full": (("shape", "value"), {"size": "shape", "fill_value": "value"}),
+}
+
+
+def cstorch_creation_fix(call: ast.Call) -> ReplaceCall | None:
+    """CS104's fix: `torch.zeros_like(p)` -> `cstorch.zeros_like(p)`, when the arguments
+    fit the cstorch signature (`zeros_like(other, dtype=None)`, `full_like(other, value,
+    dtype=None)`, `zeros(shape, dtype=None)`, ...): no `device`, `memory_format`,
+    `requires_grad` or the like, and no varargs shapes (`torch.zeros(3, 4)`).
+    None when they do not fit."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else \
+        func.id if isinstance(func, ast.Name) else None
+    if name not in _CREATION_OPS:
+        return None
+    positional, renames = _CREATION_OPS[name]
+    if any(isinstance(a, ast.Starred) for a in call.args) or len(call.args) > len(positional):
+        return None
+    given = list(positional[:len(call.args)])
+    rename: list[tuple[str, str]] = []
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            return None
+        new = renames.get(keyword.arg, keyword.arg)
+        if new not in (*positional, "dtype") or new in given:
+            return None
+        if new != keyword.arg:
+            rename.append((keyword.arg, new))
+        given.append(new)
+    if any(p not in given for p in positional):
+        return None
+    if name in ("zeros", "ones", "full"):
+        shape = call.args[0] if call.args else next(
+            k.value for k in call.keywords if renames.get(k.arg, k.arg) == "shape")
+        if isinstance(shape, ast.Constant):
+            return None  # torch.zeros(5): an int size, not a shape
+    return replace_call_fix(name, safe=True, description=f"use cstorch.{name}",
+                            rename=rename)
+
+
+def scale_first_argument_fix(method: str, keyword: str) -> ScaleFirstArgument:
+    """CS205's fix: `p.add_(g, alpha=-lr)` -> `p.add_(-lr * g)`, `p.addcdiv_(a, b,
+    value=-lr)` -> `p.addcdiv_(-lr * a, b)`. Unsafe: the floating-point order changes.
+    For Tensor methods only: in the functional form `torch.add(p, g, alpha=a)` the scaled
+    argument is the second one (the fixer refuses calls on `torch` itself)."""
+    return ScaleFirstArgument(False, f"fold `{keyword}=` into the first argument of "
+                                     f"{method}()", method, keyword)
