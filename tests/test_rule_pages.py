@@ -7,9 +7,9 @@ import re
 import pytest
 
 from cslint.codes import CODES
-from cslint.config import format_version
-from cslint.rules import all_rules
-from helpers import RULE_PAGES, lint_source, options_in
+from cslint.rule_pages import page_header
+from cslint.rules import FixSafety, all_rules
+from helpers import FIXTURES, RULE_PAGES, lint_files, lint_source, options_in
 
 SECTION = re.compile(r"^## (?P<title>.+?)\s*$", re.MULTILINE)
 CODE_BLOCK = re.compile(r"```python\n(?P<code>.*?)```", re.DOTALL)
@@ -49,38 +49,24 @@ def test_linter_rules_are_exactly_the_codes_that_are_not_runtime_only():
     assert sorted(registered - linted) == [], "runtime-only codes with a registered rule"
 
 
-def header_fields(code: str) -> list[str]:
-    """The line under the title: `Severity · family `f` · fixability · runtime · [gate]`."""
-    return (RULE_PAGES / f"{code}.md").read_text(encoding="utf-8").splitlines()[2].split(" · ")
-
-
 @pytest.mark.parametrize("code", sorted(CODES))
-def test_page_header_agrees_with_the_code_table(code):
-    """Whether the runtime raises it (every code but the runtime ones is lint-only)."""
-    header = " · ".join(header_fields(code))
-    assert ("lint-only" in header) == (not CODES[code].runtime), header
-    if CODES[code].runtime:
-        assert "run time" in header or "runtime only" in header, header
-    assert ("runtime only" in header) == CODES[code].runtime_only, header
+def test_page_header_is_generated_from_the_rule_class(code):
+    """The line under the title (severity, family, fixability, runtime counterpart, release
+    gate) is what the rule class and the code table declare; after changing either, run
+    `python scripts/sync_rule_pages.py`."""
+    header = (RULE_PAGES / f"{code}.md").read_text(encoding="utf-8").splitlines()[2]
+    assert header == page_header(code)
 
 
-@pytest.mark.parametrize("code", LINT_CODES)
-def test_page_header_agrees_with_the_rule_class(code):
-    """Severity, family, fixability and release gate as the rule class declares them."""
-    rule = RULES[code]
-    severity, family, fixability, *rest = header_fields(code)
-    assert severity == rule.severity.value.capitalize(), (code, severity)
-    assert family == f"family `{rule.family}`", (code, family)
-    assert fixability.startswith("fixable" if rule.fixable else "not fixable"), (code, fixability)
-    gates = [field for field in rest if field.startswith("version-gated")]
-    if rule.gate is None:
-        assert gates == [], (code, gates)
-    else:
-        assert gates == [f"version-gated: on only when `cstorch-version` is set below "
-                         f"{format_version(rule.gate.below)} (or when selected with "
-                         f"`--select {code}`)."], (code, gates)
-    if not rule.default_on:
-        assert "off by default" in " · ".join(rest), code
+def test_fixes_have_the_safety_their_rule_declares():
+    """A rule's declared fix safety (the page header, `cslint rules`) is the safety of
+    the fixes it reports: every fix the fixtures produce is checked."""
+    result = lint_files([FIXTURES], {"select": ["ALL"]}, root=FIXTURES)
+    fixed = [f for f in result.findings if f.fix is not None]
+    assert {f.code for f in fixed} == {code for code, rule in RULES.items() if rule.fixable}
+    for finding in fixed:
+        expected = RULES[finding.code].fix_safety is FixSafety.SAFE
+        assert finding.fix.safe == expected, (finding.code, finding.path, finding.location)
 
 
 @pytest.mark.parametrize("code", LINT_CODES)

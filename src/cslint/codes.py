@@ -19,6 +19,8 @@ class Code(NamedTuple):
     runtime: bool = False
     # Only the runtime can detect it (no linter rule).
     runtime_only: bool = False
+    # What the runtime sees, for the rule page's header.
+    runtime_detail: str = ""
 
 
 CODES: dict[str, Code] = {
@@ -40,18 +42,29 @@ CODES: dict[str, Code] = {
         Code("CS107", "lost-state-update",
              "state tensor rebound to a new value that is never stored back"),
         Code("CS201", "tensor-dependent-if",
-             "`if` condition depends on a device tensor value", runtime=True),
+             "`if` condition depends on a device tensor value", runtime=True,
+             runtime_detail="`Tensor.__bool__` of a device value inside an `if` / `elif` test"),
         Code("CS202", "tensor-dependent-loop",
-             "loop condition or bound depends on a device tensor value", runtime=True),
+             "loop condition or bound depends on a device tensor value", runtime=True,
+             runtime_detail=("`Tensor.__bool__` in a `while` test, `Tensor.__index__` inside "
+                             "`range(...)`")),
         Code("CS203", "tensor-dependent-expression",
-             "truth value of a device tensor taken in an expression", runtime=True),
+             "truth value of a device tensor taken in an expression", runtime=True,
+             runtime_detail="`Tensor.__bool__` of a device value outside `if` / `while` tests"),
         Code("CS204", "tensor-materialized",
-             "device tensor value forced to the host", runtime=True),
+             "device tensor value forced to the host", runtime=True,
+             runtime_detail=("`Tensor.item`, `tolist`, `numpy`, `__float__`, `__int__`, "
+                             "`__index__`, `__repr__` / `__format__`, `torch.equal`, and "
+                             "scalar reads of device values")),
         Code("CS205", "lr-as-python-scalar",
              "scheduled hyperparameter (a tensor) passed where a Python number is required",
-             runtime=True),
+             runtime=True,
+             runtime_detail=("a scheduled hyperparameter read as a Python number, "
+                             "`aten._local_scalar_dense`")),
         Code("CS206", "data-dependent-shape",
-             "op whose output shape depends on tensor values", runtime=True),
+             "op whose output shape depends on tensor values", runtime=True,
+             runtime_detail=("the aten ops `nonzero`, `masked_select`, `unique`, boolean "
+                             "`index`, ... on device values")),
         Code("CS301", "scheduler-missing-closed-form",
              "cstorch scheduler without a closed form"),
         Code("CS302", "scheduler-recursive-form",
@@ -71,7 +84,8 @@ CODES: dict[str, Code] = {
         Code("CS404", "train-and-eval-mode",
              'mode="train_and_eval" is not supported by this release'),
         Code("CS501", "graph-changed",
-             "the traced graph changed between steps", runtime=True, runtime_only=True),
+             "the traced graph changed between steps", runtime=True, runtime_only=True,
+             runtime_detail="raised by `cslint.cstorch.check_static_graph`"),
     )
 }
 

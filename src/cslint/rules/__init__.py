@@ -10,6 +10,7 @@ import importlib
 import pkgutil
 import re
 from dataclasses import dataclass
+from enum import Enum
 from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar, Iterable, TypeVar
 
@@ -38,19 +39,33 @@ class VersionGate:
         return f"on for cstorch-version < {format_version(self.below)}"
 
 
+class FixSafety(Enum):
+    SAFE = "safe"  # applied by --fix
+    UNSAFE = "unsafe"  # changes behaviour in corner cases: --fix --unsafe-fixes
+
+
 class Rule:
+    """One rule: its class attributes say what it is (the rule page's header, `cslint
+    rules` and the README table are generated from them); `check` reports findings."""
+
     code: ClassVar[str]
     family: ClassVar[str]
     severity: ClassVar[Severity]
     default_on: ClassVar[bool] = True
-    fixable: ClassVar[bool] = False
     gate: ClassVar[VersionGate | None] = None
+    fix_safety: ClassVar[FixSafety | None] = None  # None: not fixable
+    fix_example: ClassVar[str] = ""  # what the fix does, for the page header
+    release_note: ClassVar[str] = ""  # how the rule follows `cstorch-version`, if it does
     # The project-wide analyses whose facts the rule reads (the engine runs those).
     uses: ClassVar[tuple[type, ...]] = ()
 
     @property
     def name(self) -> str:
         return CODES[self.code].name
+
+    @property
+    def fixable(self) -> bool:
+        return self.fix_safety is not None
 
     def check(self, context: "ModuleContext") -> Iterable[Finding]:
         raise NotImplementedError

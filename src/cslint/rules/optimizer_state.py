@@ -8,7 +8,7 @@ from cslint import advice
 from cslint.config import parse_version
 from cslint.diagnostics import Finding, Severity
 from cslint.fixes import cstorch_creation_fix
-from cslint.rules import ModuleContext, Rule, VersionGate, one_per_position, register
+from cslint.rules import FixSafety, ModuleContext, Rule, VersionGate, one_per_position, register
 from cslint.semantic.official import TORCH_OPTIMIZER
 from cslint.semantic.module_index import source_snippet
 from cslint.semantic.optimizer_state import (
@@ -69,7 +69,9 @@ class EagerConstantState(Rule):
     code = "CS104"
     family = FAMILY
     severity = Severity.INFO
-    fixable = True
+    fix_safety = FixSafety.SAFE
+    fix_example = ("`torch.zeros_like(p)` becomes `cstorch.zeros_like(p)` when the arguments "
+                   "fit the cstorch signature")
     uses = (OptimizerStateAnalysis,)
     place = staticmethod(one_per_position)  # classes sharing a method find one fact
 

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Iterator
 
 from cslint.config import parse_version
 from cslint.diagnostics import Finding, Severity
-from cslint.rules import ModuleContext, Rule, VersionGate, register
+from cslint.rules import FixSafety, ModuleContext, Rule, VersionGate, register
 from cslint.semantic.module_index import ModuleIndex, dotted_name
 
 FAMILY = "program"
@@ -272,7 +272,7 @@ class VanillaTorchOptimizer(Rule):
     code = "CS401"
     family = FAMILY
     severity = Severity.ERROR
-    fixable = True
+    fix_safety = FixSafety.UNSAFE
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         module = context.module

@@ -128,6 +128,7 @@ class SchedulerMissingClosedForm(Rule):
     code = "CS301"
     family = FAMILY
     severity = Severity.ERROR
+    release_note = "which method name counts follows `cstorch-version`"
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         module = context.module

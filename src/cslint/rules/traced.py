@@ -8,7 +8,7 @@ from typing import Iterable, Iterator
 from cslint import advice
 from cslint.diagnostics import Finding, Severity
 from cslint.fixes import scale_first_argument_fix
-from cslint.rules import ModuleContext, Rule, one_per_position, register
+from cslint.rules import FixSafety, ModuleContext, Rule, one_per_position, register
 from cslint.semantic.module_index import source_snippet
 from cslint.semantic.tensor_values import (
     Condition, ValueDependentShape, HostRead, LoopBound, MaskSelection, ScalarArgument,
@@ -102,7 +102,9 @@ class TensorMaterialized(_TracedRule):
 @register
 class LrAsPythonScalar(_TracedRule):
     code = "CS205"
-    fixable = True
+    fix_safety = FixSafety.UNSAFE
+    fix_example = ("`p.add_(g, alpha=-lr)` becomes `p.add_(-lr * g)`; the floating-point "
+                   "order changes")
 
     def findings(self, context, fact):
         if type(fact) is ScalarArgument and fact.scheduled:
