@@ -105,12 +105,6 @@ class ReplaceCall(CallFix):
         return call.with_changes(func=func, args=punctuate(call.args, entries))
 
 
-# Methods whose first argument is scaled by `alpha` / `value` (CS205).
-SCALED_METHODS = {"add_": "alpha", "sub_": "alpha", "add": "alpha", "sub": "alpha",
-                  "addcdiv_": "value", "addcmul_": "value", "addcdiv": "value",
-                  "addcmul": "value"}
-
-
 @dataclass(frozen=True)
 class ScaleFirstArgument(CallFix):
     """`p.add_(g, alpha=a)` -> `p.add_(a * g)`: fold the `keyword=` scale of a Tensor
