@@ -1,0 +1,267 @@
+"""The analysis: each optimizer class's methods walked from their entry points, by role."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from cslint.semantic.analyses import AnalysisError
+from cslint.semantic.module_index import FunctionInfo, ModuleIndex, is_super_call
+from cslint.semantic.optimizer_state.facts import StateFact
+from cslint.semantic.optimizer_state.values import OPTIMIZER, Role, value_signature
+from cslint.semantic.optimizer_state.walker import FunctionCall, StateWalker
+from cslint.semantic.project import ClassRef, ProjectIndex
+
+RESTORATION_METHODS = frozenset({"load_state_dict", "__setstate__", "_load_from_state_dict"})
+
+
+@dataclass
+class OptimizerClass:
+    """One concrete optimizer class and what its preinitialize creates."""
+
+    ref: ClassRef
+    created_keys: set[str] = field(default_factory=set)
+    # Keys we cannot enumerate (dynamic keys, or an unseen base's preinitialize).
+    open_keys: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.ref.short_name
+
+
+class OptimizerStateAnalysis:
+    """The state facts of every optimizer class of a project."""
+
+    def __init__(self, project: ProjectIndex):
+        self.project = project
+        self.version = project.config.cstorch_version
+        self.errors: list[AnalysisError] = []
+        self._facts_by_module: dict[int, list[StateFact]] | None = None
+        # Per optimizer class analysed (by id of its ref): the state keys its preinitialize
+        # creates.
+        self.created_keys: dict[int, tuple[frozenset[str], bool]] = {}
+        # Walks that did not depend on their class: (calls made, how `self.x` resolved).
+        self._class_free_calls: dict[tuple, tuple[list[FunctionCall], list[tuple]]] = {}
+        self._global_step: dict[int, bool] = {}
+
+    def run(self) -> None:
+        # Classes sharing a method find the same facts in it: keep the first of each.
+        seen: set[tuple] = set()
+        grouped: dict[int, list[StateFact]] = {}
+        for ref in self.optimizer_classes():
+            try:
+                facts = self._analyse_class(ref)
+            except RecursionError:
+                self.errors.append(AnalysisError(ref.info.module, "too deeply nested to analyse"))
+                continue
+            for fact in facts:
+                key = (id(fact.function.module), type(fact), fact.node.lineno,
+                       fact.node.col_offset)
+                if key not in seen:
+                    seen.add(key)
+                    grouped.setdefault(id(fact.function.module), []).append(fact)
+        self._facts_by_module = grouped
+
+    def facts_in(self, module: ModuleIndex) -> list[StateFact]:
+        """The module's facts, in the order the analysis found them."""
+        if self._facts_by_module is None:
+            raise RuntimeError("OptimizerStateAnalysis.run() has not run")
+        return self._facts_by_module.get(id(module), [])
+
+    def optimizer_classes(self) -> list[ClassRef]:
+        """Optimizer classes that can be instantiated, or that nothing derives from."""
+        project = self.project
+        result = []
+        for ref in project.project_classes:
+            try:
+                kinds = project.kinds(ref)
+            except RecursionError:
+                self.errors.append(AnalysisError(ref.info.module, "too deeply nested to analyse"))
+                continue
+            if not kinds.optimizer or project.is_machinery(ref):
+                continue
+            leaf = not project.subclasses.get(id(ref))
+            if leaf or self._instantiable(ref, kinds.cstorch_optimizer):
+                result.append(ref)
+        return result
+
+    def _instantiable(self, ref: ClassRef, cstorch: bool) -> bool:
+        if ref.info is not None and ref.info.declares_abstract:
+            return False
+        if not cstorch:
+            return True
+        for name in ("preinitialize", "step"):
+            found = self.project.find_method(ref, name, self.version)
+            if found is None or found.abstract:
+                return False
+        return True
+
+    # ---- one optimizer class -----------------------------------------------------
+
+    def _analyse_class(self, ref: ClassRef) -> list[StateFact]:
+        optimizer_class = OptimizerClass(ref)
+        facts: list[StateFact] = []
+        visited: set[tuple] = set()
+        reached: set[int] = set()
+
+        def run(entries: list[FunctionCall]) -> None:
+            queue = list(entries)
+            while queue:
+                call = queue.pop()
+                key = (id(call.function), call.role,
+                       tuple(value_signature(b) for b in call.bindings), call.guarded)
+                if key in visited:
+                    continue
+                visited.add(key)
+                reached.add(id(call.function))
+                if not self._may_touch_state(call):
+                    continue
+                shared_key = (*key, call.via)
+                cached = self._class_free_calls.get(shared_key)
+                if cached is not None and self._same_resolutions(ref, cached[1]):
+                    queue.extend(cached[0])
+                    continue
+                walker = StateWalker(self, optimizer_class, call, facts)
+                reported = len(facts)
+                try:
+                    # Restoration writes no findings, and a function that cannot see
+                    # state matters only through what it calls; for other methods not
+                    # even that: each method of the class is an entry of its own.
+                    if call.role is not Role.RESTORE and self._holds_state(call):
+                        walker.walk()
+                    elif call.role is not Role.OTHER:
+                        walker.scan_calls()
+                except RecursionError:
+                    self.errors.append(AnalysisError(call.function.module,
+                                                     "too deeply nested to analyse"))
+                    continue
+                queue.extend(walker.calls)
+                # A walk that wrote no state and found nothing did not depend on this
+                # class: other classes inheriting the same method reuse what it calls.
+                if call.role is not Role.PREINIT and not walker.wrote_state \
+                        and len(facts) == reported:
+                    self._class_free_calls[shared_key] = (walker.calls, walker.resolutions)
+
+        self._seed_created_keys(optimizer_class)
+        preinit = self._entry(ref, "preinitialize", Role.PREINIT)
+        run([preinit] if preinit else [])
+        restore = [c for n in RESTORATION_METHODS if (c := self._entry(ref, n, Role.RESTORE))]
+        run(restore)
+        step = self._entry(ref, "step", Role.STEP)
+        run([step] if step else [])
+        # Every other method is an entry of its own unless one already reached it; one
+        # that never names `state` can only matter through what it calls.
+        for name in self._method_names(ref):
+            function = self._entry_function(ref, name)
+            if function is not None and id(function) not in reached \
+                    and self._mentions_state(function):
+                run([self._call(function, Role.OTHER, name)])
+        self.created_keys[id(ref)] = (frozenset(optimizer_class.created_keys),
+                                      optimizer_class.open_keys)
+        return facts
+
+    @staticmethod
+    def _mentions_state(function: FunctionInfo) -> bool:
+        """Whether a function may reach optimizer state: its text names `.state`, or it
+        calls through `self` or `super()` (a textual, conservative prefilter)."""
+        return function.mentions(".state") or function.mentions("self") or \
+            function.mentions("super(")
+
+    def _may_touch_state(self, call: FunctionCall) -> bool:
+        """A function given no optimizer or state value that never names `.state` nor
+        calls through self cannot create or update optimizer state: skip its walk."""
+        if any(value_signature(b) is not None for b in call.bindings):
+            return True
+        return self._mentions_state(call.function)
+
+    def _holds_state(self, call: FunctionCall) -> bool:
+        """Whether a function can see optimizer state: it names `.state`, or an argument
+        is state (the optimizer itself only counts through `.state`)."""
+        if any(value_signature(b) is not None and b is not OPTIMIZER for b in call.bindings):
+            return True
+        return call.function.mentions(".state")
+
+    def _same_resolutions(self, ref: ClassRef, resolutions: list[tuple]) -> bool:
+        for name, after_name, function_id in resolutions:
+            after = next((e for e in self.project.mro(ref) if e.name == after_name), None) \
+                if after_name else None
+            found = self.project.find_method(ref, name, self.version, after=after)
+            if id(found.function if found else None) != function_id:
+                return False
+        return True
+
+    def _method_names(self, ref: ClassRef) -> list[str]:
+        names: dict[str, None] = {}  # ordered, without repeats
+        for entry in self.project.mro(ref):
+            if entry.info is None or self.project.is_machinery(entry):
+                continue
+            for name in entry.info.methods:
+                if name not in ("preinitialize", "step"):
+                    names[name] = None
+        return list(names)
+
+    def _entry(self, ref: ClassRef, name: str, role: Role) -> FunctionCall | None:
+        function = self._entry_function(ref, name)
+        return self._call(function, role, name) if function is not None else None
+
+    def _entry_function(self, ref: ClassRef, name: str) -> FunctionInfo | None:
+        """The project function a class runs for method `name` (not machinery's, not
+        an abstract one)."""
+        found = self.project.find_method(ref, name, self.version)
+        if found is None or found.function is None or found.function.is_abstract \
+                or self.project.is_machinery(found.owner):
+            return None
+        return found.function
+
+    @staticmethod
+    def _call(function: FunctionInfo, role: Role, name: str) -> FunctionCall:
+        bindings = (OPTIMIZER,) if function.kind in ("method", "property") else ()
+        return FunctionCall(function, role, bindings, False, f"{name}()")
+
+    def _seed_created_keys(self, optimizer_class: OptimizerClass) -> None:
+        """Keys created by bases we only know from the official table, and the global step."""
+        project = self.project
+        preinit = project.find_method(optimizer_class.ref, "preinitialize", self.version)
+        for entry in project.mro(optimizer_class.ref):
+            if entry.official is not None:
+                optimizer_class.created_keys |= entry.official.state_keys
+                if entry.official.global_step:
+                    optimizer_class.created_keys.add("step")
+            elif entry.unknown:
+                optimizer_class.open_keys = True
+        if preinit is not None and preinit.function is None and preinit.owner.unknown:
+            optimizer_class.open_keys = True
+        if self._enables_global_step(optimizer_class.ref):
+            optimizer_class.created_keys.add("step")
+
+    def _enables_global_step(self, ref: ClassRef) -> bool:
+        """`super().__init__(params, defaults, enable_global_step=...)` anywhere up the MRO."""
+        for entry in self.project.mro(ref):
+            init = entry.info.methods.get("__init__") if entry.info else None
+            if init is None or self.project.is_machinery(entry):
+                continue
+            if id(init) not in self._global_step:
+                self._global_step[id(init)] = init.mentions("__init__(") and \
+                    _init_enables_global_step(init)
+            if self._global_step[id(init)]:
+                return True
+        return False
+
+
+def _init_enables_global_step(init: FunctionInfo) -> bool:
+    """Whether an `__init__` passes a true `enable_global_step` to a base `__init__`
+    (a statement-level call, `super().__init__(params, defaults, enable_global_step=True)`)."""
+    for node in init.statements:
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) \
+                or node.func.attr != "__init__":
+            continue
+        for keyword in node.keywords:
+            if keyword.arg == "enable_global_step":
+                value = keyword.value
+                if not (isinstance(value, ast.Constant) and not value.value):
+                    return True
+        positional = node.args[2:] if is_super_call(node.func.value) else node.args[3:]
+        if positional and not (isinstance(positional[0], ast.Constant)
+                               and not positional[0].value):
+            return True
+    return False

@@ -1,0 +1,424 @@
+"""One call in traced code: what it reads on the host or needs as a number, and its value."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from cslint.semantic.module_index import FunctionInfo, dotted_name, is_super_call
+from cslint.semantic.project import ClassRef
+from cslint.semantic.tensor_values.values import (
+    ChainStep, Container, Function, Items, Marker, Sequence, Tensor, Value, combine,
+    element_of, is_device, join,
+)
+from cslint.semantic.torch_api import (
+    BOOLEAN_OPS, COMPILE, CREATION_SIZE_FUNCTIONS, DATA_DEPENDENT_SHAPE, HOST_BUILTINS,
+    HOST_READ_METHODS, ITERATION_BUILTINS, LOG_METHODS, LOGGER_NAMES, METADATA_METHODS,
+    NON_TENSOR_TORCH, SCALAR_ARGUMENTS, SIZE_METHODS, TRUTH_METHODS,
+)
+
+if TYPE_CHECKING:
+    from cslint.semantic.tensor_values.walker import FunctionWalker
+
+
+def is_torch_library(qualified: str | None) -> bool:
+    """torch's ops and utilities, as opposed to Python code of torch.optim that a
+    project (torch's own source included) may define and we analyse."""
+    return qualified is not None and (qualified == "torch" or (
+        qualified.startswith("torch.") and not qualified.startswith("torch.optim.")))
+
+
+def _names_bool_dtype(call: ast.Call) -> bool:
+    """`dtype=torch.bool` or `.to(torch.bool)`."""
+    return any(dotted_name(v) == "torch.bool"
+               for v in (*call.args, *(k.value for k in call.keywords)))
+
+
+class CallEvaluator:
+    """One call in traced code: host reads, scalar arguments, data-dependent shapes,
+    then the value it gives (following project functions with their arguments)."""
+
+    __slots__ = ("walker", "node", "func", "args", "keywords", "receiver")
+
+    def __init__(self, walker: FunctionWalker, node: ast.Call):
+        self.walker = walker
+        self.node = node
+        self.func = node.func
+
+    def evaluate(self) -> Value:
+        walker, node, func = self.walker, self.node, self.func
+        func_class = func.__class__
+        receiver = computed_callee = None
+        if func_class is ast.Attribute:
+            receiver = walker.eval(func.value)
+        elif func_class is not ast.Name:
+            computed_callee = walker.eval(func)  # `make()(x)`, `fns[i](x)`
+        self.args = list(map(walker.eval, node.args)) if node.args else []
+        self.keywords = {k.arg: walker.eval(k.value) for k in node.keywords} \
+            if node.keywords else {}
+        self.receiver = receiver
+        if func_class is ast.Attribute:
+            result = self.method_call(receiver, func.attr)
+            if result is not _UNHANDLED:
+                return result
+        dotted = dotted_name(func)
+        qualified, function, _ = walker.project.callee(walker.module, dotted) \
+            if dotted else (None, None, None)
+        project_function = function is not None and not is_torch_library(qualified)
+        if func_class is ast.Name:
+            if func.id in HOST_BUILTINS and func.id not in walker.env and qualified is None:
+                return self.builtin(func.id)
+            if func.id in ITERATION_BUILTINS:
+                return self.builtin(func.id)
+        if qualified is not None and not project_function:
+            if qualified == "torch" or qualified.startswith("torch."):
+                return self.torch_function(qualified)
+            if qualified.startswith(("math.", "numpy.", "np.")):
+                return self.host_library(qualified)
+            if qualified.startswith("logging.") and qualified.rsplit(".", 1)[-1] in LOG_METHODS:
+                return self.logged()
+            if qualified in COMPILE:
+                return Marker("module")
+            if qualified.startswith("cerebras.pytorch.") and qualified.rsplit(".", 1)[-1] in (
+                    "zeros_like", "ones_like", "full_like", "zeros", "ones", "full"):
+                return combine(self.args, node) or Tensor(
+                    False, (ChainStep("`{}` is built from Python values", node),))
+        if func_class is ast.Name:
+            callee = walker.eval(func)
+        elif func_class is ast.Attribute:
+            callee = self.attribute_callee()
+        else:
+            callee = computed_callee
+        return self.call_value(callee)
+
+    # -- methods ---------------------------------------------------------------------------
+
+    def method_call(self, receiver: Value, name: str):
+        walker, node = self.walker, self.node
+        if isinstance(receiver, Tensor):
+            if receiver.device and name in TRUTH_METHODS:
+                walker.truth_test(node, node, receiver)
+                return None
+            if receiver.device and name in HOST_READ_METHODS:
+                walker.host_read(node, self.func.value, receiver, f"`.{name}()`")
+                return None
+            if name in METADATA_METHODS or name in HOST_READ_METHODS or name in TRUTH_METHODS:
+                return None
+            if name in ("equal", "allclose") and (receiver.device or any(
+                    is_device(a) for a in self.args)):
+                walker.host_read(node, node, receiver, f"`.{name}()`")
+                return None
+            self.check_scalar_arguments(name, method=True)
+            if name in DATA_DEPENDENT_SHAPE and receiver.device:
+                walker.data_dependent_shape(node, name)
+            if name in SIZE_METHODS:
+                self.check_sizes(self.args, f"the size of `.{name}()`")
+            result = combine([receiver, *self.args, *self.keywords.values()], node)
+            if result is not None and name in ("to", "cuda") and not result.device and (
+                    self.args or "device" in self.keywords):
+                result = result.changed(device=True, why=(
+                    ChainStep("moved to a device by `{}`", node), *result.why)[:4])
+            if result is not None:
+                result = result.changed(boolean=(name in BOOLEAN_OPS or (
+                    name == "to" and _names_bool_dtype(node))) or (
+                    receiver.boolean and name in ("clone", "detach", "to", "contiguous")))
+            return result
+        if receiver is None and name in SCALAR_ARGUMENTS:
+            # `x.add_(g, alpha=lr)` needs a number whatever `x` turns out to be.
+            self.check_scalar_arguments(name, method=True, keywords_only=True)
+        if isinstance(receiver, Marker):
+            return self.marker_method(receiver, name)
+        if isinstance(receiver, (Container, Sequence)) and name in ("items", "values", "keys"):
+            return Items(receiver if isinstance(receiver, Container) else
+                         Container(element_of(receiver)), name)
+        if isinstance(receiver, Container) and name in ("append", "extend", "insert"):
+            if isinstance(self.func.value, ast.Name):
+                added = self.args[-1] if self.args else None
+                if name == "extend":
+                    added = element_of(added)
+                walker.env[self.func.value.id] = Container(join(receiver.element, added))
+            return None
+        if isinstance(receiver, Container) and name in ("get", "pop"):
+            return receiver.element
+        if name in LOG_METHODS and self.is_logger(self.func.value):
+            return self.logged()
+        if name == "format" and isinstance(self.func.value, ast.Constant):
+            return self.logged()
+        return _UNHANDLED
+
+    def marker_method(self, receiver: Marker, name: str) -> Value:
+        walker = self.walker
+        kind = receiver.kind
+        if kind in ("state_map", "param_state") and name in ("items", "values", "keys"):
+            return Items(receiver, name)
+        if kind == "param_state" and name in ("get", "setdefault"):
+            return Tensor(True, (ChainStep("`{}` is optimizer state", self.node),))
+        if kind == "state_map" and name == "get":
+            return Marker("param_state")
+        if kind == "group" and name == "get" and self.node.args:
+            key = self.node.args[0]
+            if isinstance(key, ast.Constant) and key.value in walker.analysis.tensor_keys:
+                return Tensor(True, (ChainStep("`{}` is a scheduled hyperparameter",
+                                               self.node),), scheduled=True)
+            if isinstance(key, ast.Constant) and key.value == "params":
+                return Marker("params")
+            return None
+        if kind == "module" or kind == "module_self" and name == "__call__":
+            return self.module_call()
+        if kind in ("optimizer_self", "scheduler_self", "module_self"):
+            if name == "increment_global_step" or self.returns_tensor(receiver, name):
+                return Tensor(True, (ChainStep("`{}` returns the global step tensor", self.node),))
+            return _UNHANDLED
+        return None
+
+    def returns_tensor(self, receiver: Marker, name: str) -> bool:
+        if receiver.ref is None:
+            return False
+        self.walker.analysis.note_class_use(True)
+        found = self.walker.project.find_method(receiver.ref, name)
+        return bool(found and found.owner.official and name in found.owner.official.returns_tensor)
+
+    def attribute_callee(self) -> Value:
+        """The function `obj.name(...)` calls: a method along the MRO, a stored function,
+        or a function of an imported module."""
+        walker = self.walker
+        receiver = self.receiver
+        name = self.func.attr
+        if isinstance(receiver, Marker) and receiver.ref is not None and receiver.kind in (
+                "optimizer_self", "scheduler_self", "module_self"):
+            walker.analysis.note_class_use(True)
+            found = walker.project.find_method(receiver.ref, name)
+            if found is not None and found.function is not None and \
+                    not walker.project.is_machinery(found.owner):
+                return Function(((found.function, receiver.ref, None, True),))
+            stored = walker.analysis.attributes_of(receiver.ref).get(name)
+            if isinstance(stored, (Function, Marker)):
+                return stored
+            return None
+        if is_super_call(self.func.value) and walker.ref is not None \
+                and walker.function.class_name is not None:
+            walker.analysis.note_class_use(True)
+            owner = next((e for e in walker.project.mro(walker.ref) if e.info is not None
+                          and e.info.qualname == walker.function.class_name), None)
+            found = walker.project.find_method(walker.ref, name, after=owner) if owner else None
+            if found is not None and found.function is not None and \
+                    not walker.project.is_machinery(found.owner):
+                return Function(((found.function, walker.ref, None, True),))
+            return None
+        if isinstance(receiver, (Function, Marker)):
+            return None
+        dotted = dotted_name(self.func)
+        if dotted:
+            _, target, owner = walker.project.callee(walker.module, dotted)
+            if target is not None:
+                return Function(((target, None, None, False),))
+            if owner is not None:  # `ClassName.method(...)` on a project class
+                info, method = owner
+                found = walker.project.find_method(walker.project.ref_for_info(info), method)
+                if found is not None and found.function is not None:
+                    return Function(((found.function, None, None, False),))
+        return None
+
+    def call_value(self, callee: Value) -> Value:
+        walker = self.walker
+        if isinstance(callee, Marker) and callee.kind in ("module", "module_self"):
+            return self.module_call()
+        if not isinstance(callee, Function):
+            return None
+        result = None
+        for function, ref, closure, bound in callee.targets:
+            bindings = self.bindings(function, bound, ref)
+            result = join(result, walker.analysis.summary(function, ref or walker.ref, bindings,
+                                                           closure))
+        return result
+
+    def bindings(self, function: FunctionInfo, bound: bool, ref: ClassRef | None) -> tuple:
+        """Argument values by parameter: positional ones, then keyword-only ones."""
+        names = function.parameter_names
+        values: list[Value] = [None] * len(names)
+        offset = 0
+        if function.kind == "staticmethod":
+            bound = False
+        if bound or function.kind == "classmethod":
+            if names:
+                values[0] = self.self_value(ref)
+            offset = 1
+        for i, value in enumerate(self.args):
+            if isinstance(self.node.args[i], ast.Starred):
+                break
+            if offset + i < len(values):
+                values[offset + i] = value
+        for name, value in self.keywords.items():
+            if name in names:
+                values[names.index(name)] = value
+        kwonly = [a.arg for a in function.node.args.kwonlyargs]
+        return (*values, *(self.keywords.get(name) for name in kwonly))
+
+    def self_value(self, ref: ClassRef | None) -> Value:
+        walker = self.walker
+        receiver = self.receiver
+        if isinstance(receiver, Marker) and receiver.kind.endswith("_self"):
+            return receiver
+        current = walker.env.get(walker.function.parameter_names[0]) \
+            if walker.function.parameter_names else None
+        return current if isinstance(current, Marker) else None
+
+    def module_call(self) -> Value:
+        return Tensor(True, (ChainStep("`{}` is a module's output", self.node),))
+
+    # -- builtins and libraries ----------------------------------------------------------------
+
+    def builtin(self, name: str) -> Value:
+        walker, node = self.walker, self.node
+        if name in ("len", "isinstance"):
+            return None
+        if name == "bool":
+            for arg, value in zip(node.args, self.args):
+                if is_device(value):
+                    walker.truth_test(node, arg, value)
+            return None
+        if name in ("min", "max"):
+            tensors = [v for v in self.args if isinstance(v, Tensor)]
+            if len(self.args) == 1:
+                tensors = [element_of(self.args[0])] if isinstance(
+                    element_of(self.args[0]), Tensor) else tensors
+            device = [t for t in tensors if t.device]
+            if device:
+                walker.truth_test(node, node, device[0])
+            return combine(tensors, node)
+        if name in ("sum", "abs"):
+            values = self.args if name == "abs" else [element_of(a) for a in self.args[:1]]
+            return combine(values, node)
+        if name == "range":
+            for arg, value in zip(node.args, self.args):
+                if is_device(value):
+                    walker.host_read(arg, arg, value, "`range()`")
+            return None
+        if name in ("zip",):
+            return Container(Sequence(tuple(element_of(a) for a in self.args)))
+        if name == "enumerate":
+            return Container(Sequence((None, element_of(self.args[0]) if self.args else None)))
+        if name in ("list", "tuple", "reversed", "sorted", "iter"):
+            if self.args and isinstance(self.args[0], Marker):
+                return self.args[0]
+            return Container(element_of(self.args[0])) if self.args else Container(None)
+        if name == "next":
+            return element_of(self.args[0]) if self.args else None
+        if name == "dict":
+            return Container(None, mapping=True)
+        if name in HOST_BUILTINS:
+            for arg, value in zip(node.args, self.args):
+                if is_device(value):
+                    walker.host_read(arg, arg, value, f"`{name}()`")
+            for keyword in node.keywords:
+                value = self.keywords.get(keyword.arg)
+                if is_device(value):
+                    walker.host_read(keyword.value, keyword.value, value, f"`{name}()`")
+        return None
+
+    def host_library(self, qualified: str) -> Value:
+        walker = self.walker
+        for arg, value in zip(self.node.args, self.args):
+            if is_device(value):
+                walker.host_read(arg, arg, value, f"`{qualified}()`")
+        return None
+
+    def is_logger(self, node: ast.expr) -> bool:
+        dotted = dotted_name(node)
+        if dotted is None:
+            return isinstance(node, ast.Call) and (dotted_name(node.func) or "").endswith(
+                "getLogger")
+        return dotted.rsplit(".", 1)[-1] in LOGGER_NAMES
+
+    def logged(self) -> Value:
+        walker = self.walker
+        for arg, value in [*zip(self.node.args, self.args),
+                           *((k.value, self.keywords.get(k.arg)) for k in self.node.keywords)]:
+            if is_device(value):
+                walker.host_read(arg, arg, value, "logging")
+        return None
+
+    def torch_function(self, qualified: str) -> Value:
+        walker, node = self.walker, self.node
+        name = qualified.rsplit(".", 1)[-1]
+        if qualified in NON_TENSOR_TORCH:
+            if qualified == "torch.is_nonzero":
+                for arg, value in zip(node.args, self.args):
+                    if is_device(value):
+                        walker.truth_test(node, arg, value)
+            return None
+        if qualified in ("torch.equal", "torch.allclose"):
+            device = [v for v in self.args if is_device(v)]
+            if device:
+                walker.host_read(node, node, device[0], f"`{qualified}()`")
+            return None
+        self.check_scalar_arguments(name, method=False)
+        if name in ("full", "full_like"):
+            fill = self.keywords.get("fill_value", self.args[1] if len(self.args) > 1 else None)
+            fill_node = next((k.value for k in node.keywords if k.arg == "fill_value"),
+                             node.args[1] if len(node.args) > 1 else None)
+            if is_device(fill):
+                walker.scalar_argument(fill_node, fill, f"the fill value of `{qualified}()`")
+        if name == "tensor" and self.args and isinstance(self.args[0], Tensor) \
+                and self.args[0].device:
+            walker.scalar_argument(node.args[0], self.args[0], "`torch.tensor()`")
+        if name in CREATION_SIZE_FUNCTIONS:
+            self.check_sizes(self.args, f"the size of `{qualified}()`")
+        if name in DATA_DEPENDENT_SHAPE and any(is_device(a) for a in self.args[:1]):
+            walker.data_dependent_shape(node, name)
+        if name == "where" and len(node.args) == 1 and not node.keywords and \
+                is_device(self.args[0]):
+            walker.data_dependent_shape(node, "where(condition)")
+        device_given = "device" in self.keywords and node.keywords and not (
+            isinstance(next(k.value for k in node.keywords if k.arg == "device"), ast.Constant))
+        inputs = [*self.args, *self.keywords.values()]
+        if isinstance(self.receiver, Tensor):
+            inputs.append(self.receiver)
+        result = combine(inputs, node)
+        if result is None:
+            if name.startswith("_foreach") or name in ("no_grad", "enable_grad"):
+                return None
+            result = Tensor(False, (ChainStep("`{}` is built from Python values", node),))
+        if device_given and not result.device:
+            result = result.changed(device=True,
+                             why=(ChainStep("`{}` is created on a device", node),))
+        boolean = name in BOOLEAN_OPS or _names_bool_dtype(node)
+        return result.changed(boolean=boolean)
+
+    def check_scalar_arguments(self, name: str, method: bool, keywords_only: bool = False
+                               ) -> None:
+        walker, node = self.walker, self.node
+        if name not in SCALAR_ARGUMENTS:
+            return
+        keyword, scalar_first_arity = SCALAR_ARGUMENTS[name]
+        for k in node.keywords:
+            if k.arg == keyword:
+                value = self.keywords.get(keyword)
+                if is_device(value):
+                    # A Tensor method's keyword scales its first argument: `p.add_(g,
+                    # alpha=-lr)` is `p.add_(-lr * g)`; in `torch.add(p, g, alpha=a)` it
+                    # scales the second.
+                    if method:
+                        walker.scalar_argument(k.value, value, f"`{keyword}=` of `.{name}()`",
+                                               name, keyword)
+                    else:
+                        walker.scalar_argument(k.value, value,
+                                               f"`{keyword}=` of `torch.{name}()`")
+        if method and not keywords_only and len(node.args) == scalar_first_arity \
+                and not node.keywords:
+            value = self.args[0]
+            if is_device(value):
+                walker.scalar_argument(node.args[0], value,
+                                     f"the scalar first argument of `.{name}()` (deprecated form)")
+
+    def check_sizes(self, values: list[Value], position: str) -> None:
+        for arg, value in zip(self.node.args, values):
+            if is_device(value):
+                self.walker.scalar_argument(arg, value, position)
+            elif isinstance(value, Sequence):
+                for item_node, item in zip(getattr(arg, "elts", []), value.items):
+                    if is_device(item):
+                        self.walker.scalar_argument(item_node, item, position)
+
+
+_UNHANDLED = object()

@@ -1,0 +1,261 @@
+"""What each class sets up on `self` and the state keys it stores Python numbers under."""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cached_property
+
+from cslint.semantic.module_index import (
+    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, source_snippet,
+)
+from cslint.semantic.project import ClassRef, ProjectIndex
+from cslint.semantic.tensor_values.values import Function, Marker, Tensor, Value, join
+from cslint.semantic.torch_api import COMPILE
+
+
+class ClassAttributes:
+    """The `self.X` of each class (parameters, buffers, submodules, stored functions)
+    and its Python-valued state keys, found once per class and merged along each MRO."""
+
+    def __init__(self, project: ProjectIndex):
+        self.project = project
+        self._own: dict[int, tuple[dict[str, Value], frozenset[str]]] = {}
+        self._along_mro: dict[int, tuple[dict[str, Value], frozenset[str]]] = {}
+        self._python_keys_cache: dict[int, frozenset[str]] = {}
+
+    def _of_class(self, info: ClassInfo, owner: ClassRef
+                  ) -> tuple[dict[str, Value], frozenset[str]]:
+        """One walk over a class's own methods: the `self.X` it sets up (parameters,
+        buffers, submodules, stored functions) and the state keys it stores Python
+        numbers under (torch's LBFGS keeps `state["n_iter"] = 0`)."""
+        cached = self._own.get(id(info))
+        if cached is not None:
+            return cached
+        values: dict[str, Value] = {}
+        module = info.module
+        python_keys = set(self._python_keys_of_class(info))
+        for method in info.methods.values():
+            if not _may_set_up_attributes(method):
+                continue  # sets up no `self.X`
+            # Statements, and the calls they make directly, hold every fact we want here:
+            # far fewer nodes than a walk over every expression.
+            for node in method.statements:
+                kind = node.__class__
+                if kind is ast.Assign and len(node.targets) == 1:
+                    target = node.targets[0]
+                    if target.__class__ is ast.Attribute and \
+                            target.value.__class__ is ast.Name and target.value.id == "self":
+                        value = self._attribute_value(module, owner, node.value)
+                        if value is not None:
+                            values[target.attr] = value
+                elif kind is ast.Call and node.func.__class__ is ast.Attribute \
+                        and node.func.attr in ("register_buffer", "register_parameter") \
+                        and node.args and isinstance(node.args[0], ast.Constant) \
+                        and isinstance(node.args[0].value, str):
+                    kind = "buffer" if node.func.attr == "register_buffer" else "parameter"
+                    values[node.args[0].value] = Tensor(
+                        True, (f"`self.{node.args[0].value}` is a module {kind}",))
+        found = (values, frozenset(python_keys))
+        self._own[id(info)] = found
+        return found
+
+    def _merged(self, ref: ClassRef) -> tuple[dict[str, Value], frozenset[str]]:
+        """What the classes of `ref`'s MRO set up, the nearest one winning."""
+        cached = self._along_mro.get(id(ref))
+        if cached is None:
+            values: dict[str, Value] = {}
+            keys: set[str] = set()
+            for entry in reversed(self.project.mro(ref)):
+                if entry.info is not None:
+                    own_values, own_keys = self._of_class(entry.info, ref)
+                    values.update(own_values)
+                    keys |= own_keys
+            cached = (values, frozenset(keys))
+            self._along_mro[id(ref)] = cached
+        return cached
+
+    @cached_property
+    def python_keys_anywhere(self) -> frozenset[str]:
+        """State keys any optimizer class of the project stores Python numbers under."""
+        keys: set[str] = set()
+        for ref in self.project.project_classes:
+            if ref.info is not None and self.project.kinds(ref).optimizer:
+                keys |= self._python_keys_of_class(ref.info)
+        return frozenset(keys)
+
+    def _python_keys_of_class(self, info: ClassInfo) -> frozenset[str]:
+        cached = self._python_keys_cache.get(id(info))
+        if cached is None:
+            keys: set[str] = set()
+            for method in info.methods.values():
+                if method.mentions("state") and _may_store_under_a_key(method):
+                    keys |= _python_valued_keys(method.statements,
+                                                _number_parameters(method.node))
+            cached = self._python_keys_cache[id(info)] = frozenset(keys)
+        return cached
+
+    def attributes_of(self, ref: ClassRef) -> dict[str, Value]:
+        """What `self.X` holds in the methods of `ref`, by attribute name."""
+        return self._merged(ref)[0]
+
+    def python_state_keys(self, ref: ClassRef | None) -> frozenset[str]:
+        """State keys `ref` (or a class of its MRO) stores Python numbers under."""
+        return self._merged(ref)[1] if ref is not None else frozenset()
+
+    def _attribute_value(self, module: ModuleIndex, owner: ClassRef, node: ast.expr) -> Value:
+        if isinstance(node, ast.IfExp):  # `self.update_fn = a if flag else b`
+            return join(self._attribute_value(module, owner, node.body),
+                        self._attribute_value(module, owner, node.orelse))
+        structural = _self_structure(node)
+        if structural is not None:
+            return structural
+        if isinstance(node, ast.Call):
+            return constructed_value(self.project, module, node)
+        dotted = dotted_name(node)
+        if dotted is None:
+            return None
+        if dotted.startswith("self."):
+            found = self.project.find_method(owner, dotted[5:])
+            if found is not None and found.function is not None:
+                return Function(((found.function, None, None, True),))
+            return None
+        target = self.project.resolve_in_module(module, dotted)
+        if isinstance(target, FunctionInfo):
+            return Function(((target, None, None, False),))
+        return None
+
+
+def constructed_value(project: ProjectIndex, module: ModuleIndex, call: ast.Call) -> Value:
+    """What calling a class or factory gives, when it is a module."""
+    dotted = dotted_name(call.func)
+    if dotted is None:
+        return None
+    qualified = project.qualified_name(module, dotted)
+    if qualified in COMPILE:
+        return Marker("module")
+    if qualified and qualified.startswith("torch.nn.") and \
+            qualified.rsplit(".", 1)[-1][:1].isupper():
+        name = qualified.rsplit(".", 1)[-1]
+        if name in ("Parameter", "Buffer"):
+            return Tensor(True, (f"`{source_snippet(call)}` is a module parameter",))
+        if name in ("ModuleList", "Sequential", "ModuleDict"):
+            return Marker("module_list") if name != "Sequential" else Marker("module")
+        return Marker("module")
+    found = project.resolve_in_module(module, dotted)
+    if isinstance(found, ClassInfo):
+        ref = project.ref_for_info(found)
+        if project.kinds(ref).nn_module:
+            return Marker("module", ref)
+    return None
+
+
+def _number_parameters(function: ast.AST) -> set[str]:
+    """Parameters annotated `int`/`float` or given a number as default."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]],
+                        args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d})
+    numbers = set()
+    for arg in (*positional, *args.kwonlyargs):
+        default = defaults.get(arg.arg)
+        if isinstance(arg.annotation, ast.Name) and arg.annotation.id in ("int", "float") or (
+                isinstance(default, ast.Constant) and isinstance(default.value, (int, float))
+                and not isinstance(default.value, bool)):
+            numbers.add(arg.arg)
+    return numbers
+
+
+def _is_python_number(node: ast.expr, numbers: set[str]) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return node.func.id in ("float", "int", "len", "round")
+    if isinstance(node, ast.Name):
+        return node.id in numbers
+    if isinstance(node, ast.UnaryOp):
+        return _is_python_number(node.operand, numbers)
+    return False
+
+
+# Text pre-filters: each regex starts with a literal, which `re` finds fast (alternations
+# and character classes first are several times slower), and the rest are substring tests.
+
+# `self.x = ...` or `register_buffer(`: what `ClassAttributes._of_class` looks for.
+_SELF_ATTRIBUTE_STORE = re.compile(r"self\.\w+\s*(?:\\\s*)?=(?!=)")
+
+
+def _may_set_up_attributes(function: FunctionInfo) -> bool:
+    """A text pre-filter for `ClassAttributes._of_class` (True when the text is unknown)."""
+    text = function.source_text
+    return text is None or "register_buffer(" in text or "register_parameter(" in text \
+        or _SELF_ATTRIBUTE_STORE.search(text) is not None
+
+
+# `x["key"] = ...` or `.setdefault(`: what `_python_valued_keys` looks for; a store under
+# a literal key contains `] =`, the cheap test that comes first.
+_CLOSING_STORE = re.compile(r"\]\s*=(?!=)")
+_KEYED_STORE = re.compile(r"""\[\s*(?:'[^'\n]*'|"[^"\n]*")\s*\]\s*=(?!=)""")
+
+
+def _may_store_under_a_key(function: FunctionInfo) -> bool:
+    """A text pre-filter for `_python_valued_keys` (True when the text is unknown)."""
+    text = function.source_text
+    return text is None or ".setdefault(" in text or (
+        _CLOSING_STORE.search(text) is not None and _KEYED_STORE.search(text) is not None)
+
+
+def _python_valued_keys(nodes: list[ast.AST], parameters: set[str] = frozenset()) -> set[str]:
+    """Literal state keys written with Python numbers in one function, given its nodes
+    (a syntactic scan: constants, float()/int() results, names bound only to such values,
+    and parameters that are numbers)."""
+    numbers: set[str] = set(parameters)
+    not_numbers: set[str] = set()
+    assignments = [n for n in nodes if n.__class__ is ast.Assign]
+    for node in assignments:
+        for target in node.targets:
+            if target.__class__ is ast.Name:
+                (numbers if _is_python_number(node.value, frozenset())
+                 else not_numbers).add(target.id)
+    numbers -= not_numbers
+    keys: set[str] = set()
+    for node in nodes:
+        if node.__class__ is ast.Assign:
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) \
+                        and isinstance(target.slice.value, str) \
+                        and _is_python_number(node.value, numbers):
+                    keys.add(target.slice.value)
+        elif node.__class__ is ast.Call and node.func.__class__ is ast.Attribute \
+                and node.func.attr == "setdefault" and len(node.args) == 2 \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str) \
+                and _is_python_number(node.args[1], numbers):
+            keys.add(node.args[0].value)
+    return keys
+
+
+def _self_structure(node: ast.expr) -> Value:
+    """`self.param_groups[0]["params"]` and the like, stored in `__init__`."""
+    steps: list[ast.expr] = []
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        steps.append(node)
+        node = node.value
+    if not (isinstance(node, ast.Name) and node.id == "self") or not steps:
+        return None
+    steps.reverse()
+    if not (isinstance(steps[0], ast.Attribute) and steps[0].attr == "param_groups"):
+        return None
+    value: Value = Marker("param_groups")
+    for step in steps[1:]:
+        if isinstance(step, ast.Subscript) and isinstance(value, Marker):
+            key = step.slice.value if isinstance(step.slice, ast.Constant) else None
+            if value.kind == "param_groups":
+                value = Marker("group")
+            elif value.kind == "group" and key == "params":
+                value = Marker("params")
+            else:
+                return None
+        else:
+            return None
+    return value

@@ -1,0 +1,174 @@
+"""Where traced code starts: the traced methods and functions, with their argument values."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Iterable
+
+from cslint.semantic.analyses import AnalysisError
+from cslint.semantic.module_index import FunctionInfo, ModuleIndex, dotted_name, source_snippet
+from cslint.semantic.project import ClassRef, ProjectIndex
+from cslint.semantic.tensor_values.class_attributes import constructed_value
+from cslint.semantic.tensor_values.values import Marker, Tensor, Value
+from cslint.semantic.torch_api import (
+    HOST_DECORATORS, NON_TENSOR_ANNOTATIONS, SCHEDULER_TRACED_METHODS, TRACE_DECORATORS,
+)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A traced entry point: the function, the class it runs for, the argument values."""
+
+    function: FunctionInfo
+    ref: ClassRef | None
+    bindings: tuple
+    description: str
+    closure: dict | None = None
+
+
+class EntryPoints:
+    """The traced entry points of a project: optimizer `step`, scheduler closed forms,
+    `nn.Module.forward`, functions decorated or configured as traced."""
+
+    def __init__(self, project: ProjectIndex, errors: list[AnalysisError]):
+        self.project = project
+        config = project.config
+        self.trace_decorators = TRACE_DECORATORS | set(config.traced_decorators)
+        self.traced_functions = set(config.traced_functions)
+        self.errors = errors  # the analysis's: classes too deeply nested to analyse
+
+    def find(self) -> list[Entry]:
+        """Every traced entry point, with the values its arguments hold."""
+        project = self.project
+        result: list[Entry] = []
+        for ref in project.project_classes:
+            if project.is_machinery(ref):
+                continue
+            try:
+                kinds = project.kinds(ref)
+            except RecursionError:
+                self.errors.append(AnalysisError(ref.info.module, "too deeply nested to analyse"))
+                continue
+            if kinds.optimizer:
+                self._method_entry(result, ref, "step", Marker("optimizer_self", ref))
+            if kinds.cstorch_scheduler:
+                for name in SCHEDULER_TRACED_METHODS:
+                    self._method_entry(result, ref, name, Marker("scheduler_self", ref))
+            if kinds.nn_module:
+                self._method_entry(result, ref, "forward", Marker("module_self", ref),
+                                   inputs_are_tensors=True)
+        for module in project.primary_modules:
+            candidates = [(f, None) for f in module.functions.values()]
+            candidates += list(module.nested_functions)
+            for info in module.classes.values():
+                candidates += [(f, None) for f in info.methods.values()]
+            for function, enclosing in candidates:
+                if self._is_trace_entry(function):
+                    closure = self._enclosing_values(module, enclosing)
+                    bindings = self._input_bindings(function, skip_first=False,
+                                                    source="an argument of a traced function")
+                    result.append(Entry(function, None, bindings, f"{function.name}()", closure))
+        return result
+
+    def _method_entry(self, result: list[Entry], ref: ClassRef, name: str, self_value: Marker,
+                      inputs_are_tensors: bool = False) -> None:
+        found = self.project.find_method(ref, name)
+        if found is None or found.function is None or found.abstract:
+            return
+        if self.project.is_machinery(found.owner) or self.is_host_function(found.function):
+            return
+        function = found.function
+        if inputs_are_tensors:
+            bindings = self._input_bindings(function, skip_first=True, source="a forward input")
+            bindings = (self_value, *bindings[1:])
+        else:
+            bindings = (self_value,)
+        result.append(Entry(function, ref, bindings, f"{ref.short_name}.{name}()"))
+
+    def _decorators(self, function: FunctionInfo) -> set[str]:
+        names = set()
+        for written in function.decorators:
+            names.add(written)
+            qualified = self.project.qualified_name(function.module, written) if written else None
+            if qualified:
+                names.add(qualified)
+        return names
+
+    def _is_trace_entry(self, function: FunctionInfo) -> bool:
+        if function.qualname in self.traced_functions:
+            return True
+        return bool(self._decorators(function) & self.trace_decorators)
+
+    def is_host_function(self, function: FunctionInfo) -> bool:
+        """Decorated to run on the host with real values (step and checkpoint closures)."""
+        return bool(self._decorators(function) & HOST_DECORATORS)
+
+    def _input_bindings(self, function: FunctionInfo, skip_first: bool, source: str) -> tuple:
+        """Arguments are tensors unless annotated as non-tensor types or given a
+        non-tensor default (`output_attentions=False`, `dim=-1`); `mask=None` may be one."""
+        args = function.node.args
+        positional = [*args.posonlyargs, *args.args]
+        defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        values = []
+        for i, (arg, default) in enumerate(zip(positional, defaults)):
+            if skip_first and i == 0:
+                values.append(None)
+                continue
+            values.append(self._input_value(arg, default, source))
+        return tuple(values)
+
+    def _input_value(self, arg: ast.arg, default: ast.expr | None, source: str) -> Value:
+        if arg.annotation is not None and (
+                declares_non_tensor(arg.annotation) or _annotation_text(arg.annotation)
+                .startswith(("Optional[int", "Literal"))):
+            return None
+        if default is not None and not (isinstance(default, ast.Constant)
+                                        and default.value is None):
+            return None
+        return Tensor(True, (f"`{arg.arg}` is {source}",))
+
+    def _enclosing_values(self, module: ModuleIndex, enclosing: ast.AST | None) -> dict:
+        """Names of the enclosing scopes that hold modules (`model = cstorch.compile(...)`,
+        `loss_fn = nn.CrossEntropyLoss()`), for traced functions nested in them."""
+        values: dict[str, Value] = {}
+        scopes = [module.tree] + ([enclosing] if enclosing is not None else [])
+        for scope in scopes:
+            for statement in _flat_statements(getattr(scope, "body", [])):
+                if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call):
+                    value = constructed_value(self.project, module, statement.value)
+                    for target in statement.targets:
+                        if isinstance(target, ast.Name) and value is not None:
+                            values[target.id] = value
+        return values
+
+
+def _annotation_text(annotation: ast.expr) -> str:
+    """`Optional[int]` for `typing.Optional[int]`; the common shapes are spelled here,
+    the rest by `ast.unparse` (many times slower)."""
+    if isinstance(annotation, (ast.Name, ast.Attribute)):
+        text = dotted_name(annotation)
+        if text is not None:
+            return text.replace("typing.", "")
+    elif isinstance(annotation, ast.Subscript) and \
+            isinstance(annotation.value, (ast.Name, ast.Attribute)):
+        inner = annotation.slice
+        parts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+        if all(isinstance(p, (ast.Name, ast.Attribute)) or
+               (isinstance(p, ast.Constant) and p.value is Ellipsis) for p in parts):
+            return f"{_annotation_text(annotation.value)}[" + ", ".join(
+                "..." if isinstance(p, ast.Constant) else _annotation_text(p)
+                for p in parts) + "]"
+    return source_snippet(annotation, 80).replace("typing.", "")
+
+
+def declares_non_tensor(annotation: ast.expr) -> bool:
+    return _annotation_text(annotation) in NON_TENSOR_ANNOTATIONS
+
+
+def _flat_statements(body: list[ast.stmt]) -> Iterable[ast.stmt]:
+    for statement in body:
+        yield statement
+        if isinstance(statement, (ast.If, ast.With, ast.Try, ast.For, ast.While)):
+            for name in ("body", "orelse", "finalbody"):
+                yield from _flat_statements(getattr(statement, name, []) or [])

@@ -1,0 +1,102 @@
+"""The facts the analysis finds in traced code, for the CS2xx rules to report."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from enum import Enum
+from typing import Union
+
+from cslint.semantic.module_index import FunctionInfo
+
+
+# ---- facts ------------------------------------------------------------------------------
+# `node` is where the fact is; `chain` is how the value became a device tensor, newest
+# step first (steps render as text only when a rule reports them).
+
+class Condition(Enum):
+    """Where a truth value is taken."""
+
+    IF = "if"
+    WHILE = "while"
+    EXPRESSION = "expression"  # and/or/not, `x if t else y`, assert, bool(), min/max
+
+
+@dataclass(frozen=True)
+class TruthTest:
+    """The truth value of a device tensor (`subject`) decides Python control flow."""
+
+    function: FunctionInfo
+    node: ast.AST
+    subject: ast.AST
+    chain: tuple
+    condition: Condition
+
+
+@dataclass(frozen=True)
+class LoopBound:
+    """A device tensor bounds a Python loop (`range(n)` with a tensor `n`)."""
+
+    function: FunctionInfo
+    node: ast.AST
+    chain: tuple
+
+
+@dataclass(frozen=True)
+class HostRead:
+    """A device tensor (`subject`) read on the host by `reader` ("`float()`", "logging",
+    "formatting", "`.item()`", ...)."""
+
+    function: FunctionInfo
+    node: ast.AST
+    subject: ast.AST
+    chain: tuple
+    reader: str
+
+
+@dataclass(frozen=True)
+class ScalarArgument:
+    """A device tensor where PyTorch needs a Python number; `position` says which
+    ("`alpha=` of `.add_()`", "a slice bound"). `scheduled`: it is (or is computed
+    from) a scheduled hyperparameter. `method`/`keyword`: the Tensor method and keyword
+    when it is a scaling keyword of a Tensor method (`p.add_(g, alpha=-lr)`)."""
+
+    function: FunctionInfo
+    node: ast.AST
+    chain: tuple
+    scheduled: bool
+    position: str
+    method: str | None = None
+    keyword: str | None = None
+
+
+@dataclass(frozen=True)
+class ValueDependentShape:
+    """An op (`op`: "nonzero", "where(condition)") whose output shape depends on the
+    values of a device tensor."""
+
+    function: FunctionInfo
+    node: ast.AST
+    op: str
+
+
+@dataclass(frozen=True)
+class MaskSelection:
+    """A device tensor indexed with a boolean tensor `mask` (a value-dependent shape)."""
+
+    function: FunctionInfo
+    node: ast.AST
+    mask: ast.AST
+
+
+TracedFact = Union[TruthTest, LoopBound, HostRead, ScalarArgument, ValueDependentShape,
+                   MaskSelection]
+
+
+def fact_kind(fact: TracedFact) -> object:
+    """What makes two facts at one place different findings."""
+    if type(fact) is TruthTest:
+        return fact.condition
+    if type(fact) is ScalarArgument:
+        return (ScalarArgument, fact.scheduled)
+    return type(fact)

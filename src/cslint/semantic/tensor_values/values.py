@@ -1,0 +1,191 @@
+"""The abstract values of traced code: joining them, their chains, their signatures."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Iterable, Union
+
+from cslint.semantic.module_index import source_snippet
+from cslint.semantic.project import ClassRef
+
+
+# ---- abstract values ---------------------------------------------------------------
+# Immutable by convention: `frozen=True` makes each creation ~4x slower (a setattr call
+# per field), and one is created per evaluated node.
+
+@dataclass(slots=True, unsafe_hash=True)
+class Tensor:
+    """A tensor. `device` False: a host constant built from Python values in traced code.
+    `why` is the chain back to the source, newest step first."""
+
+    device: bool
+    why: tuple[str, ...]
+    scheduled: bool = False  # a scheduled hyperparameter (the lr) or computed from one
+    boolean: bool = False  # provably of dtype bool (for CS206)
+
+    def changed(self, *, device: bool | None = None, why: tuple | None = None,
+                scheduled: bool | None = None, boolean: bool | None = None) -> "Tensor":
+        """A copy with some fields changed (`dataclasses.replace` costs several times more)."""
+        return Tensor(self.device if device is None else device,
+                      self.why if why is None else why,
+                      self.scheduled if scheduled is None else scheduled,
+                      self.boolean if boolean is None else boolean)
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class Marker:
+    """Structural values of optimizers and modules."""
+
+    kind: str  # param_groups, group, params, state_map, param_state, module, module_list,
+    # optimizer_self, scheduler_self, module_self
+    ref: ClassRef | None = None
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class Sequence:
+    items: tuple
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class Container:
+    """A list or dict whose elements are `element` (e.g. a list of tensors)."""
+
+    element: object
+    mapping: bool = False  # a dict: looking up a tensor key hashes it, reads no value
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class Function:
+    targets: tuple  # (FunctionInfo, class ref or None, closure env or None, bound self)
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class Items:
+    owner: object
+    view: str
+
+
+Value = Union[None, Tensor, Marker, Sequence, Container, Function, Items]
+
+
+def is_device(value: Value) -> bool:
+    return value.__class__ is Tensor and value.device
+
+
+# What one path knows survives "nothing known" on the other (a helper that returns a
+# tuple of state tensors on one path and nothing on another); a tensor on any path stays
+# a tensor.
+_KEPT_OVER_NOTHING = frozenset({Tensor, Marker, Function, Sequence, Container})
+
+
+def join(a: Value, b: Value) -> Value:
+    # (Class identity tests: joins run at every branch and call, isinstance costs more.)
+    if a is b:
+        return a
+    if a is None:
+        return b if b.__class__ in _KEPT_OVER_NOTHING else None
+    if b is None:
+        return a if a.__class__ in _KEPT_OVER_NOTHING else None
+    if a == b:
+        return a
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        if a.device != b.device:
+            return a if a.device else b
+        return a.changed(scheduled=a.scheduled or b.scheduled, boolean=a.boolean and b.boolean)
+    if isinstance(a, Tensor):
+        return a  # a tensor on any path stays a tensor
+    if isinstance(b, Tensor):
+        return b
+    if isinstance(a, Container) and isinstance(b, Container):
+        return Container(join(a.element, b.element), a.mapping and b.mapping)
+    if isinstance(a, Function) and isinstance(b, Function):
+        targets = list(a.targets)
+        known = {(id(t[0]), id(t[2])) for t in targets}
+        targets += [t for t in b.targets if (id(t[0]), id(t[2])) not in known]
+        return Function(tuple(targets))
+    if isinstance(a, Sequence) and isinstance(b, Sequence) and len(a.items) == len(b.items):
+        return Sequence(tuple(join(x, y) for x, y in zip(a.items, b.items)))
+    return None
+
+
+def combine(values: Iterable[Value], step) -> Value:
+    """A tensor computed from `values` (arithmetic, torch ops): device if any input is."""
+    tensors = []
+    for value in values:
+        if value is None:
+            continue
+        if value.__class__ is Container or value.__class__ is Sequence:
+            value = element_of(value)  # torch.cat([...]), torch.stack(tensors)
+        if value.__class__ is Tensor:
+            tensors.append(value)
+    if not tensors:
+        return None
+    device = [t for t in tensors if t.device]
+    base = device[0] if device else tensors[0]
+    step = source_step(step) if isinstance(step, ast.AST) else step
+    return Tensor(bool(device), (step, *base.why)[:4],
+                  scheduled=any(t.scheduled for t in tensors))
+
+
+def element_of(value: Value) -> Value:
+    if isinstance(value, Tensor):
+        return value.changed(why=("an element of it", *value.why)[:4], boolean=value.boolean)
+    if isinstance(value, Container):
+        return value.element
+    if isinstance(value, Sequence):
+        result = None
+        for item in value.items:
+            result = join(result, item)
+        return result
+    if isinstance(value, Marker):
+        return {"param_groups": Marker("group"), "params": Tensor(True, ("a parameter",)),
+                "module_list": Marker("module")}.get(value.kind)
+    return None
+
+
+class ChainStep:
+    """A step of a value's chain, rendered only when a finding is reported (unparsing
+    every expression eagerly would cost more than the analysis)."""
+
+    __slots__ = ("template", "parts")
+
+    def __init__(self, template: str, *parts):
+        self.template = template
+        self.parts = parts
+
+    def __str__(self) -> str:
+        return self.template.format(*(p if isinstance(p, str) else source_snippet(p)
+                                      for p in self.parts))
+
+
+def source_step(node: ast.AST) -> ChainStep:
+    return ChainStep("{}", node)
+
+
+# ---- signatures --------------------------------------------------------------------------
+# A summary is cached under its arguments' signatures: what of each value it depends on.
+
+def without_class(signature: object) -> object:
+    """A signature without the class a structural value belongs to."""
+    if isinstance(signature, tuple) and signature[:1] == ("M",):
+        return signature[:2]
+    return signature
+
+
+def value_signature(value: Value) -> object:
+    """What of `value` a summary may depend on (None: nothing)."""
+    kind = value.__class__
+    if value is None:
+        return None
+    if kind is Tensor:
+        return ("T", value.device, value.scheduled, value.boolean)
+    if kind is Marker:
+        return ("M", value.kind, id(value.ref))
+    if kind is Sequence:
+        return ("S", tuple(value_signature(v) for v in value.items))
+    if kind is Container:
+        return ("C", value_signature(value.element))
+    if kind is Function:
+        return ("F", tuple(id(t[0]) for t in value.targets))
+    return None

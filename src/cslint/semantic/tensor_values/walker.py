@@ -1,0 +1,465 @@
+"""The walk over one traced function: statements in order, each expression to its value."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from cslint.semantic.module_index import FunctionInfo, decorator_name
+from cslint.semantic.project import ClassRef
+from cslint.semantic.tensor_values.calls import CallEvaluator
+from cslint.semantic.tensor_values.facts import (
+    Condition, HostRead, LoopBound, MaskSelection, ScalarArgument, TruthTest,
+    ValueDependentShape,
+)
+from cslint.semantic.tensor_values.values import (
+    ChainStep, Container, Function, Items, Marker, Sequence, Tensor, Value, combine,
+    element_of, is_device, join, source_step,
+)
+from cslint.semantic.torch_api import METADATA_ATTRIBUTES
+from cslint.semantic.walker import StatementWalker, join_envs
+
+if TYPE_CHECKING:
+    from cslint.semantic.tensor_values.analysis import TensorValueAnalysis
+
+
+class FunctionWalker(StatementWalker):
+    """One function under one set of argument values."""
+
+    def __init__(self, analysis: TensorValueAnalysis, function: FunctionInfo,
+                 ref: ClassRef | None, bindings: tuple, closure: dict | None):
+        self.analysis = analysis
+        self.project = analysis.project
+        self.function = function
+        self.module = function.module
+        self.ref = ref
+        self.env: dict[str, Value] = dict(closure or {})
+        names = function.parameter_names
+        annotated = None  # read only when a value is passed
+        for name, value in zip(names, bindings):
+            # A parameter declared `int`, `float`, ... holds no tensor, whatever a call
+            # site seems to pass (a joined function value, a misread starred call), except
+            # a scheduled hyperparameter: `lr: float` is exactly the mistake CS205 is for.
+            if value is not None and not (isinstance(value, Tensor) and value.scheduled):
+                if annotated is None:
+                    annotated = analysis.non_tensor_parameters(function)
+                if name in annotated:
+                    value = None
+            self.env[name] = value
+        # Keyword-only parameters follow the positional ones in `bindings`.
+        kwonly = [a.arg for a in function.node.args.kwonlyargs]
+        for name, value in zip(kwonly, (*bindings[len(names):], *([None] * len(kwonly)))):
+            self.env[name] = value
+        self.condition = Condition.EXPRESSION  # where a truth value taken now is taken
+        self.returned: Value = None
+        self.in_closed_form = isinstance(bindings[0] if bindings else None, Marker) and \
+            bindings[0].kind == "scheduler_self"
+
+    def run(self) -> None:
+        self.block(self.function.node.body)
+
+    # ---- facts ---------------------------------------------------------------------
+
+    def truth_test(self, node: ast.AST, subject: ast.AST, value: Tensor) -> None:
+        self.analysis.record(TruthTest(self.function, node, subject, value.why,
+                                       self.condition))
+
+    def host_read(self, node: ast.AST, subject: ast.AST, value: Tensor, reader: str) -> None:
+        self.analysis.record(HostRead(self.function, node, subject, value.why, reader))
+
+    def scalar_argument(self, node: ast.AST, value: Tensor, position: str,
+                        method: str | None = None, keyword: str | None = None) -> None:
+        self.analysis.record(ScalarArgument(self.function, node, value.why, value.scheduled,
+                                            position, method, keyword))
+
+    def data_dependent_shape(self, node: ast.AST, op: str) -> None:
+        self.analysis.record(ValueDependentShape(self.function, node, op))
+
+    # ---- statements ----------------------------------------------------------------
+
+    def statement_Assign(self, node: ast.Assign) -> None:
+        value = self.eval(node.value)
+        for target in node.targets:
+            self.assign(target, value, node.value)
+
+    def statement_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.assign(node.target, self.eval(node.value), node.value)
+
+    def statement_AugAssign(self, node: ast.AugAssign) -> None:
+        value = self.eval(node.value)
+        current = self.eval(node.target)
+        combined = combine([current, value], ChainStep("{} " + _op(node.op) + "= {}",
+                                                       node.target, node.value))
+        if isinstance(node.target, ast.Name):
+            self.env[node.target.id] = join(current, combined) if combined else current
+
+    def statement_If(self, node: ast.If) -> None:
+        self.test(node.test, Condition.IF)
+        before = dict(self.env)
+        self.block(node.body)
+        after_body = self.env
+        self.env = before
+        self.block(node.orelse)
+        self.env = join_envs(after_body, self.env, join)
+
+    def statement_While(self, node: ast.While) -> None:
+        self.test(node.test, Condition.WHILE)
+        before = dict(self.env)
+        self.block(node.body)
+        self.env = join_envs(before, self.env, join)
+        self.test(node.test, Condition.WHILE)  # again, with what the body bound
+        self.block(node.orelse)
+
+    def statement_For(self, node: ast.For | ast.AsyncFor) -> None:
+        iterable = self.loop_iterable(node.iter)
+        self.assign(node.target, element_of(iterable) if not isinstance(iterable, Items)
+                    else self.items_element(iterable), node.iter)
+        before = dict(self.env)
+        self.block(node.body)
+        self.env = join_envs(before, self.env, join)
+        self.block(node.orelse)
+
+    statement_AsyncFor = statement_For
+
+    def statement_With(self, node: ast.With | ast.AsyncWith) -> None:
+        for item in node.items:
+            value = self.eval(item.context_expr)
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, value, item.context_expr)
+        self.block(node.body)
+
+    statement_AsyncWith = statement_With
+
+    def statement_Return(self, node: ast.Return) -> None:
+        if node.value is not None:
+            self.returned = join(self.returned, self.eval(node.value))
+
+    def statement_Assert(self, node: ast.Assert) -> None:
+        self.test(node.test, Condition.EXPRESSION)
+        if node.msg is not None:
+            self.eval(node.msg)
+
+    def statement_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        info = FunctionInfo(node.name, f"{self.function.qualname}.<locals>.{node.name}", node,
+                            self.module, None, tuple(decorator_name(d) for d in
+                                                     node.decorator_list), False, "function")
+        self.env[node.name] = Function(((info, self.ref, dict(self.env), False),))
+
+    statement_AsyncFunctionDef = statement_FunctionDef
+
+    def statement_Raise(self, node: ast.Raise) -> None:
+        if node.exc is not None:
+            self.eval(node.exc)
+
+    def loop_iterable(self, node: ast.expr) -> Value:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "range":
+            for arg in node.args:
+                value = self.eval(arg)
+                if is_device(value):
+                    self.analysis.record(LoopBound(self.function, arg, value.why))
+            return None
+        return self.eval(node)
+
+    def items_element(self, items: Items) -> Value:
+        owner = items.owner
+        if isinstance(owner, Marker) and owner.kind == "state_map":
+            element = Marker("param_state")
+            return {"items": Sequence((Tensor(True, ("a parameter",)), element)),
+                    "values": element, "keys": Tensor(True, ("a parameter",))}[items.view]
+        if isinstance(owner, Marker) and owner.kind == "param_state":
+            tensor = Tensor(True, ("optimizer state",))
+            return {"items": Sequence((None, tensor)), "values": tensor, "keys": None}[items.view]
+        element = owner.element if isinstance(owner, Container) else None
+        return {"items": Sequence((None, element)), "values": element,
+                "keys": None}[items.view]
+
+    def assign(self, target: ast.expr, value: Value, value_node: ast.expr) -> None:
+        if isinstance(target, ast.Name):
+            if isinstance(value, Tensor):
+                value = Tensor(value.device, (ChainStep("{} = {}", target.id, value_node),
+                                              *value.why)[:4], value.scheduled, value.boolean)
+            self.env[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            starred = next((i for i, e in enumerate(target.elts)
+                            if isinstance(e, ast.Starred)), None)
+            for i, element in enumerate(target.elts):
+                if isinstance(element, ast.Starred):
+                    item = Container(element_of(value)) if value is not None else None
+                    self.assign(element.value, item, value_node)
+                    continue
+                if isinstance(value, Sequence) and starred is None and i < len(value.items):
+                    item = value.items[i]
+                elif isinstance(value, Sequence) and starred is not None:
+                    index = i if i < starred else i - len(target.elts)
+                    item = value.items[index] if -len(value.items) <= index < len(value.items) \
+                        else None
+                else:
+                    item = element_of(value)
+                # `a, b = x, y`: the chain names `y`, not the whole tuple.
+                element_node = value_node.elts[i] if isinstance(value_node, ast.Tuple) and \
+                    starred is None and len(value_node.elts) == len(target.elts) else value_node
+                self.assign(element, item, element_node)
+        elif isinstance(target, ast.Subscript):
+            container = self.eval(target.value)
+            self.eval(target.slice)
+            if isinstance(target.value, ast.Name) and isinstance(container, (Container,
+                                                                             type(None))):
+                if isinstance(value, Tensor) and isinstance(container, Container):
+                    self.env[target.value.id] = Container(join(container.element, value))
+        elif isinstance(target, ast.Attribute):
+            self.eval(target.value)
+        elif isinstance(target, ast.Starred):
+            self.assign(target.value, value, value_node)
+
+    # ---- truth tests -------------------------------------------------------------------
+
+    def test(self, node: ast.expr, condition: Condition) -> None:
+        saved = self.condition
+        self.condition = condition
+        try:
+            self.truth(node)
+        finally:
+            self.condition = saved
+
+    def truth(self, node: ast.expr) -> Value:
+        """`node` used as a condition: every operand of and/or/not is tested."""
+        if isinstance(node, ast.BoolOp):
+            result = None
+            for operand in node.values:
+                result = join(result, self.truth(operand))
+            return result
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            self.truth(node.operand)
+            return None
+        value = self.eval(node)
+        if is_device(value):
+            self.truth_test(node, node, value)
+        return value
+
+    # ---- expressions ----------------------------------------------------------------------
+
+    def eval_Name(self, node: ast.Name) -> Value:
+        if node.id in self.env:
+            return self.env[node.id]
+        target = self.project.resolve_in_module(self.module, node.id)
+        if isinstance(target, FunctionInfo):
+            return Function(((target, None, None, False),))
+        return None
+
+    def eval_Constant(self, node: ast.Constant) -> Value:
+        return None
+
+    def eval_Attribute(self, node: ast.Attribute) -> Value:
+        base = self.eval(node.value)
+        attr = node.attr
+        if isinstance(base, Tensor):
+            if attr in METADATA_ATTRIBUTES:
+                return None
+            return Tensor(base.device, (source_step(node), *base.why)[:4], base.scheduled,
+                          base.boolean and attr in ("data", "T", "mT"))
+        if isinstance(base, Marker):
+            return self.marker_attribute(base, attr, node)
+        if isinstance(base, Container) and attr in ("data",):
+            return base
+        return None
+
+    def marker_attribute(self, base: Marker, attr: str, node: ast.Attribute) -> Value:
+        kind = base.kind
+        if kind == "optimizer_self":
+            if attr == "param_groups":
+                return Marker("param_groups")
+            if attr == "state":
+                return Marker("state_map")
+        if kind == "scheduler_self":
+            if attr == "last_epoch" and self.in_closed_form:
+                return Tensor(True, ("`self.last_epoch` is the step tensor in a closed form",))
+            if attr == "optimizer":
+                return Marker("optimizer_self")
+        if kind in ("optimizer_self", "scheduler_self", "module_self") and base.ref is not None:
+            self.analysis.note_class_use(True)
+            value = self.analysis.attributes_of(base.ref).get(attr)
+            if value is not None:
+                return value
+            if kind == "module_self" and attr == "training":
+                return None
+        return None
+
+    def eval_Subscript(self, node: ast.Subscript) -> Value:
+        base = self.eval(node.value)
+        index_node = node.slice
+        if isinstance(index_node, ast.Slice):
+            for bound in (index_node.lower, index_node.upper, index_node.step):
+                value = self.eval(bound)
+                if is_device(value):
+                    self.scalar_argument(bound, value, "a slice bound")
+            index = None
+        else:
+            index = self.eval(index_node)
+        if isinstance(base, Marker):
+            key = index_node.value if isinstance(index_node, ast.Constant) else None
+            if base.kind == "group":
+                if key == "params":
+                    return Marker("params")
+                if key in self.analysis.tensor_keys:
+                    return Tensor(True, (ChainStep("`{}` is a scheduled hyperparameter (a "
+                                                   "tensor on the system)", node),),
+                                  scheduled=True)
+                return None
+            if base.kind == "param_groups":
+                return Marker("group")
+            if base.kind == "params":
+                return Tensor(True, ("a parameter",))
+            if base.kind == "state_map":
+                return Marker("param_state")
+            if base.kind == "param_state":
+                # Only a key some class stores a Python number under makes the answer
+                # depend on the class.
+                if key in self.analysis.python_keys_anywhere:
+                    self.analysis.note_class_use(True)
+                    if key in self.analysis.python_state_keys(self.ref):
+                        return None
+                return Tensor(True, (ChainStep("`{}` is optimizer state", node),))
+            if base.kind == "module_list":
+                return Marker("module")
+            return None
+        if isinstance(base, Tensor):
+            if isinstance(index, Tensor) and index.boolean and base.device:
+                self.analysis.record(MaskSelection(self.function, node, index_node))
+            return Tensor(base.device or is_device(index),
+                          (source_step(node), *base.why)[:4], scheduled=base.scheduled)
+        if isinstance(base, Sequence):
+            if isinstance(index_node, ast.Constant) and isinstance(index_node.value, int) \
+                    and -len(base.items) <= index_node.value < len(base.items):
+                return base.items[index_node.value]
+            if is_device(index):
+                self.host_read(index_node, node.slice, index, "indexing a Python sequence")
+            return element_of(base)
+        if isinstance(base, Container):
+            if is_device(index) and not base.mapping:
+                self.host_read(index_node, node.slice, index, "indexing a Python sequence")
+            return base.element
+        return None
+
+    def eval_Call(self, node: ast.Call) -> Value:
+        return CallEvaluator(self, node).evaluate()
+
+    def eval_BinOp(self, node: ast.BinOp) -> Value:
+        left, right = self.eval(node.left), self.eval(node.right)
+        if isinstance(node.op, ast.Mod) and isinstance(node.left, (ast.Constant, ast.JoinedStr)) \
+                and isinstance(getattr(node.left, "value", None), str):
+            for value, operand in self._format_operands(node.right, right):
+                if is_device(value):
+                    self.host_read(operand, operand, value, "formatting")
+            return None
+        if isinstance(left, Sequence) or isinstance(right, Sequence):
+            return None
+        result = combine([left, right], node)
+        if result is not None and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+            both_bool = all(isinstance(v, Tensor) and v.boolean for v in (left, right)
+                            if isinstance(v, Tensor))
+            result = result.changed(boolean=both_bool)
+        return result
+
+    def _format_operands(self, node: ast.expr, value: Value):
+        if isinstance(node, ast.Tuple):
+            return [(self.eval(e), e) for e in node.elts]
+        return [(value, node)]
+
+    def eval_UnaryOp(self, node: ast.UnaryOp) -> Value:
+        if isinstance(node.op, ast.Not):
+            self.truth(node.operand)
+            return None
+        value = self.eval(node.operand)
+        if isinstance(value, Tensor):
+            return value.changed(why=(source_step(node), *value.why)[:4],
+                           boolean=value.boolean and isinstance(node.op, ast.Invert))
+        return None
+
+    def eval_BoolOp(self, node: ast.BoolOp) -> Value:
+        result = None
+        for operand in node.values[:-1]:
+            result = join(result, self.truth(operand))
+        return join(result, self.eval(node.values[-1]))
+
+    def eval_Compare(self, node: ast.Compare) -> Value:
+        values = [self.eval(node.left)] + [self.eval(c) for c in node.comparators]
+        if all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
+            return None
+        result = combine(values, node)
+        return result.changed(boolean=True) if result is not None else None
+
+    def eval_IfExp(self, node: ast.IfExp) -> Value:
+        self.truth(node.test)
+        return join(self.eval(node.body), self.eval(node.orelse))
+
+    def eval_Tuple(self, node: ast.Tuple) -> Value:
+        return Sequence(tuple(self.eval(e) for e in node.elts))
+
+    def eval_List(self, node: ast.List) -> Value:
+        values = [self.eval(e) for e in node.elts]
+        element = None
+        for value in values:
+            element = join(element, value)
+        return Container(element)
+
+    def eval_Set(self, node: ast.Set) -> Value:
+        for element in node.elts:
+            self.eval(element)
+        return None
+
+    def eval_Dict(self, node: ast.Dict) -> Value:
+        element = None
+        for key, value in zip(node.keys, node.values):
+            self.eval(key)
+            element = join(element, self.eval(value))
+        return Container(element, mapping=True)
+
+    def eval_Starred(self, node: ast.Starred) -> Value:
+        return self.eval(node.value)
+
+    def eval_NamedExpr(self, node: ast.NamedExpr) -> Value:
+        value = self.eval(node.value)
+        self.assign(node.target, value, node.value)
+        return value
+
+    def eval_Lambda(self, node: ast.Lambda) -> Value:
+        return None
+
+    def eval_JoinedStr(self, node: ast.JoinedStr) -> Value:
+        for part in node.values:
+            if isinstance(part, ast.FormattedValue):
+                value = self.eval(part.value)
+                if is_device(value):
+                    self.host_read(part.value, part.value, value, "formatting")
+                if part.format_spec is not None:
+                    self.eval(part.format_spec)
+        return None
+
+    def _comprehension(self, node, elements: list[ast.expr]) -> Value:
+        saved = dict(self.env)
+        for generator in node.generators:
+            iterable = self.eval(generator.iter)
+            item = self.items_element(iterable) if isinstance(iterable, Items) \
+                else element_of(iterable)
+            self.assign(generator.target, item, generator.iter)
+            for condition in generator.ifs:
+                self.truth(condition)
+        values = [self.eval(e) for e in elements]
+        self.env = saved
+        return Container(values[-1], mapping=isinstance(node, ast.DictComp)) if values else None
+
+    def eval_ListComp(self, node: ast.ListComp) -> Value:
+        return self._comprehension(node, [node.elt])
+
+    eval_SetComp = eval_ListComp
+    eval_GeneratorExp = eval_ListComp
+
+    def eval_DictComp(self, node: ast.DictComp) -> Value:
+        return self._comprehension(node, [node.key, node.value])
+
+
+def _op(op: ast.operator) -> str:
+    return {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
+            ast.FloorDiv: "//", ast.Mod: "%", ast.MatMult: "@"}.get(type(op), "?")
