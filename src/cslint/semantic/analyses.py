@@ -8,31 +8,20 @@ only when a selected rule reads it, and records what it could not analyse as err
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Collection
+from typing import Collection
 
-if TYPE_CHECKING:
-    from cslint.semantic.module_index import ModuleIndex
-    from cslint.semantic.project import ProjectIndex
-
-
-@dataclass(frozen=True)
-class AnalysisError:
-    """A part of a file an analysis could not analyse (the file is reported, exit 2)."""
-
-    module: "ModuleIndex"
-    problem: str
+from cslint.semantic.analysis_error import AnalysisError
+from cslint.semantic.optimizer_state import OptimizerStateAnalysis
+from cslint.semantic.project import ProjectIndex
+from cslint.semantic.scheduler import SchedulerAnalysis
+from cslint.semantic.tensor_values import TensorValueAnalysis
 
 
 class Analyses:
     """Optimizer state, tensor values, scheduler reach: run in this order, each only
     when `wanted` names its class."""
 
-    def __init__(self, project: "ProjectIndex", wanted: Collection[type]):
-        from cslint.semantic.optimizer_state import OptimizerStateAnalysis
-        from cslint.semantic.scheduler import SchedulerAnalysis
-        from cslint.semantic.tensor_values import TensorValueAnalysis
-
+    def __init__(self, project: ProjectIndex, wanted: Collection[type]):
         self.optimizer_state = OptimizerStateAnalysis(project)
         self.tensor_values = TensorValueAnalysis(project)
         self.scheduler = SchedulerAnalysis(project)

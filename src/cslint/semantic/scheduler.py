@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Iterable, Iterator
 
 from cslint.config import Version
-from cslint.semantic.analyses import AnalysisError
+from cslint.semantic.analysis_error import AnalysisError
 from cslint.semantic.module_index import (
     FunctionInfo, ModuleIndex, dotted_name, is_super_call, source_snippet,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from cslint.semantic.analyses import AnalysisError
+from cslint.semantic.analysis_error import AnalysisError
 from cslint.semantic.module_index import FunctionInfo, ModuleIndex, is_super_call
 from cslint.semantic.optimizer_state.facts import StateFact
 from cslint.semantic.optimizer_state.values import OPTIMIZER, Role, value_signature

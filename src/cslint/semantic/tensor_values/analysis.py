@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from cslint.source import internal_error
-from cslint.semantic.analyses import AnalysisError
+from cslint.semantic.analysis_error import AnalysisError
 from cslint.semantic.module_index import FunctionInfo, ModuleIndex
 from cslint.semantic.project import ClassRef, ProjectIndex
 from cslint.semantic.tensor_values.class_attributes import ClassAttributes

@@ -6,7 +6,7 @@ import ast
 from dataclasses import dataclass
 from typing import Iterable
 
-from cslint.semantic.analyses import AnalysisError
+from cslint.semantic.analysis_error import AnalysisError
 from cslint.semantic.module_index import FunctionInfo, ModuleIndex, dotted_name, source_snippet
 from cslint.semantic.project import ClassRef, ProjectIndex
 from cslint.semantic.tensor_values.class_attributes import constructed_value
