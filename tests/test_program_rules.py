@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from cslint.rules.program import torch_equivalents
+from cslint.semantic.program import torch_equivalents
 from helpers import lint_source
 
 HEADER = "import torch\nimport cerebras.pytorch as cstorch\n\n"
