@@ -164,16 +164,17 @@ def test_official_optim_folder_has_no_scheduler_or_program_findings():
 def test_official_schedulers_are_analysed():
     """The clean result above is not for lack of looking: the closed forms are reached."""
     from cslint.engine import _load
-    from cslint.rules.scheduler import SchedulerAnalysis
     from cslint.semantic.official import load_official_api
     from cslint.semantic.project import ProjectIndex
+    from cslint.semantic.scheduler import SchedulerAnalysis
 
     files = sorted((CEREBRAS_PYTORCH / "optim").glob("*.py"))
     modules = [_load(f, str(f)).module for f in files]
     project = ProjectIndex(modules, load_official_api(), Config(cstorch_version=(2, 10)))
     analysis = SchedulerAnalysis(project)
+    analysis.run()
     reached = {r.function.qualname.rsplit(".", 2)[-2] + "." + r.function.name
                for r in analysis.reached.values()}
     assert {"CyclicScheduler._get_closed_form", "CyclicScheduler.set_scale_fn",
             "OneCycleScheduler._annealing_cos", "ScalePerParamScheduler.get"} <= reached
-    assert sum(1 for _, cstorch in analysis.contexts if cstorch) >= 50
+    assert sum(1 for _, cstorch in analysis.schedulers if cstorch) >= 50
