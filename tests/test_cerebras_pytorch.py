@@ -18,7 +18,7 @@ import pytest
 
 from cslint.config import Config
 from cslint.engine import lint
-from cslint.rules.program import torch_equivalents
+from cslint.semantic.program import torch_equivalents
 from helpers import REPO, init_signatures, official_api_table
 
 
@@ -88,7 +88,7 @@ def test_official_schedulers_are_analysed(cerebras_pytorch):
                for r in analysis.reached.values()}
     assert {"CyclicScheduler._get_closed_form", "CyclicScheduler.set_scale_fn",
             "OneCycleScheduler._annealing_cos", "ScalePerParamScheduler.get"} <= reached
-    assert sum(1 for _, cstorch in analysis.contexts if cstorch) >= 50
+    assert sum(1 for _, cstorch in analysis.schedulers if cstorch) >= 50
 
 
 def test_official_api_table_is_what_the_generator_makes_of_the_release(

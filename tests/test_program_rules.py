@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from cslint.fixes.apply import fix_source
-from cslint.rules.program import torch_equivalents
+from cslint.semantic.program import torch_equivalents
 from helpers import REQUIRED, init_signatures, lint_source, official_api_table
 
 HEADER = "import torch\nimport cerebras.pytorch as cstorch\n\n"

@@ -7,24 +7,40 @@ number updated from its previous value.
 
 from __future__ import annotations
 
-import ast
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from cslint.config import Version
 from cslint.diagnostics import Finding, Severity
 from cslint.rules import ModuleContext, Rule, one_per_line, register
-from cslint.rules.program import torch_equivalents
-from cslint.semantic.module_index import dotted_name
-from cslint.semantic.official import CSTORCH_SCHEDULERS, TORCH_SCHEDULERS
+from cslint.semantic.module_index import FunctionInfo, source_snippet
+from cslint.semantic.official import CSTORCH_SCHEDULERS
+from cslint.semantic.program import torch_equivalents
 from cslint.semantic.project import ClassRef, ProjectIndex
 from cslint.semantic.scheduler import (
-    Reach, SchedulerAnalysis, python_number_returns, recursive_reads, state_mutations,
+    BaseRatesChanged, ClosedForm, ClosedFormReturnsNumber, OptimizerValueReadBack,
+    PreviousValueRead, ReadBackForm, SchedulerAnalysis, SchedulerFact, SchedulerStateMutated,
+    StateChange, closed_form_status, declared_abstract, is_torch_scheduler_class,
 )
 
 FAMILY = "scheduler"
 
 
-# ---- the rules -----------------------------------------------------------------------------
+# ---- CS302, CS303, CS305: the facts of the traced methods --------------------------------
+
+RECURSIVE_ADVICE = ("compute the value in closed form from the step (self.last_epoch) and "
+                    "the initial values instead")
+KEEP_BASE_RATES = "keep the initial learning rates fixed"
+NOT_PURE = ("so the value depends on how often it was computed; the closed form must be a "
+            "pure function of the step (self.last_epoch) and the hyperparameters")
+RETURN_TENSOR = ("return a tensor (e.g. torch.tensor(value)), computed from the step with "
+                 "torch ops where it varies")
+
+
+def _label(function: FunctionInfo) -> str:
+    if function.class_name:
+        return f"{function.class_name.rsplit('.', 1)[-1]}.{function.name}()"
+    return f"{function.name}()"
+
 
 class _TracedMethodRule(Rule):
     family = FAMILY
@@ -32,96 +48,89 @@ class _TracedMethodRule(Rule):
     uses = (SchedulerAnalysis,)
     place = staticmethod(one_per_line)  # a statement says it once
 
-    def events(self, reach: Reach, analysis: SchedulerAnalysis
-               ) -> Iterable[tuple[ast.AST, str]]:
-        raise NotImplementedError
-
     def check(self, context: ModuleContext) -> Iterable[Finding]:
-        module = context.module
-        if not module.classes:
-            return
-        analysis = context.analyses.scheduler
-        reaches = sorted(analysis.in_module(module), key=lambda r: r.function.node.lineno)
-        for reach in reaches:
-            for node, message in self.events(reach, analysis):
-                yield context.finding(self, node, message)
+        for fact in context.analyses.scheduler.facts_in(context.module):
+            yield from self.findings(context, fact)
+
+    def findings(self, context: ModuleContext, fact: SchedulerFact) -> Iterator[Finding]:
+        raise NotImplementedError
 
 
 @register
 class SchedulerRecursiveForm(_TracedMethodRule):
     code = "CS302"
 
-    def events(self, reach, analysis):
-        return recursive_reads(reach)
+    def findings(self, context, fact):
+        label = _label(fact.function)
+        if type(fact) is OptimizerValueReadBack:
+            snippet = source_snippet(fact.node)
+            if fact.form is ReadBackForm.GROUP_ITEM:
+                message = (f"{label} reads back the current `{fact.key}` of the optimizer's "
+                           f"param group (`{snippet}`), so each value depends on the previous "
+                           f"one (a recursive schedule); {RECURSIVE_ADVICE}")
+            elif fact.form is ReadBackForm.GROUP_GET:
+                message = (f"{label} reads back the current `{fact.key}` of the optimizer's "
+                           f"param group (`{snippet}`), a recursive schedule; {RECURSIVE_ADVICE}")
+            else:
+                message = (f"{label} reads back the optimizer's current `{fact.key}` "
+                           f"(`{snippet}`), a recursive schedule; {RECURSIVE_ADVICE}")
+            yield context.finding(self, fact.node, message)
+        elif type(fact) is PreviousValueRead:
+            read = f"self.{fact.attribute}" + ("()" if fact.is_method else "")
+            yield context.finding(self, fact.node, (
+                f"{label} reads the schedule's previous value ({read}), a recursive schedule; "
+                f"{RECURSIVE_ADVICE}"))
+        elif type(fact) is BaseRatesChanged:
+            if fact.by_call:
+                message = (f"{label} changes self.base_lrs (`{source_snippet(fact.node)}`), so "
+                           f"later values are computed from earlier ones; {KEEP_BASE_RATES}")
+            else:
+                message = (f"{label} changes self.base_lrs per step, so later values are "
+                           f"computed from earlier ones (a recursive schedule); {KEEP_BASE_RATES}")
+            yield context.finding(self, fact.node, message)
 
 
 @register
 class SchedulerMutatesState(_TracedMethodRule):
     code = "CS303"
 
-    def events(self, reach, analysis):
-        if not reach.cstorch:
-            return ()
-        return state_mutations(reach)
+    def findings(self, context, fact):
+        if type(fact) is not SchedulerStateMutated:
+            return
+        label = _label(fact.function)
+        target = source_snippet(fact.target)
+        if fact.change is StateChange.AUGMENTED:
+            message = f"{label} updates `{target}` in place, {NOT_PURE}"
+        elif fact.change is StateChange.WRITTEN_INTO:
+            message = f"{label} writes into `{target}`, changing scheduler state, {NOT_PURE}"
+        elif fact.change is StateChange.STORED_FROM_STATE:
+            message = (f"{label} stores a value computed from the step or scheduler state in "
+                       f"`self.{fact.attribute}`, {NOT_PURE}")
+        else:
+            message = f"{label} mutates `{target}` (`.{fact.method}(...)`), {NOT_PURE}"
+        yield context.finding(self, fact.node, message)
 
 
 @register
 class ClosedFormNotTensor(_TracedMethodRule):
     code = "CS305"
 
-    def events(self, reach, analysis):
-        if not reach.cstorch:
-            return ()
-        return python_number_returns(reach, analysis)
+    def findings(self, context, fact):
+        if type(fact) is not ClosedFormReturnsNumber:
+            return
+        label = _label(fact.function)
+        helper = fact.helper
+        if helper is None:
+            message = (f"{label} returns a Python number (`{source_snippet(fact.node)}`) "
+                       f"instead of a tensor; {RETURN_TENSOR}")
+        else:
+            message = (f"{label} returns self.{helper.name}(), which returns a Python number "
+                       f"(line {helper.line} of {helper.function.path}) instead of a tensor; "
+                       f"{RETURN_TENSOR}")
+        yield context.finding(self, fact.node, message)
 
 
 # ---- CS301 ---------------------------------------------------------------------------------
-
-DEFINED, ABSTRACT, MISSING, UNKNOWN = "defined", "abstract", "missing", "unknown"
-
-
-def closed_form_status(project: ProjectIndex, ref: ClassRef, name: str,
-                       version: Version | None) -> str:
-    """Whether `name` is defined along the MRO by a cstorch (or project) class; torch
-    schedulers' own `_get_closed_form_lr` (Python numbers) does not count."""
-    for entry in project.mro(ref):
-        if entry.info is not None:
-            function = entry.info.methods.get(name)
-            if function is not None:
-                if function.is_abstract:
-                    return ABSTRACT
-                if _torch_only(project, entry):
-                    continue
-                return DEFINED
-            if name in entry.info.class_attributes:
-                return DEFINED
-        elif entry.official is not None:
-            methods, abstract = entry.official.methods_for(version)
-            if name in abstract:
-                return ABSTRACT
-            if name in methods:
-                if entry.official.qualname.startswith("torch."):
-                    continue
-                return DEFINED
-        else:
-            return UNKNOWN
-    return MISSING
-
-
-def _torch_only(project: ProjectIndex, ref: ClassRef) -> bool:
-    kinds = project.kinds(ref)
-    return kinds.torch_scheduler and not kinds.cstorch_scheduler
-
-
-def _abstract_by_declaration(ref: ClassRef) -> bool:
-    info = ref.info
-    if info.declares_abstract:
-        return True
-    if any(b in ("ABC", "abc.ABC") for b in info.base_names if b):
-        return True
-    return any(k.arg == "metaclass" and (dotted_name(k.value) or "").endswith("ABCMeta")
-               for k in info.node.keywords)
-
 
 @register
 class SchedulerMissingClosedForm(Rule):
@@ -143,7 +152,7 @@ class SchedulerMissingClosedForm(Rule):
             ref = project.ref_for_info(info)
             if project.is_machinery(ref) or not project.kinds(ref).cstorch_scheduler:
                 continue
-            if _abstract_by_declaration(ref):
+            if declared_abstract(ref):
                 continue
             if subclasses is None:
                 subclasses = project.subclasses
@@ -157,28 +166,28 @@ class SchedulerMissingClosedForm(Rule):
                  version: Version | None) -> str | None:
         generic = closed_form_status(project, ref, "_get_closed_form", version)
         lr_form = closed_form_status(project, ref, "_get_closed_form_lr", version)
-        if UNKNOWN in (generic, lr_form):
+        if ClosedForm.UNKNOWN in (generic, lr_form):
             return None
         is_lr = CSTORCH_SCHEDULERS[1] in project.ancestor_names(ref)
         name = ref.short_name
         returns = "returning the value as a tensor computed from the step (self.last_epoch)"
         if version is None:
-            if DEFINED in (generic, lr_form):
+            if ClosedForm.DEFINED in (generic, lr_form):
                 return None
             wanted = "_get_closed_form()" + (
                 " (cstorch < 2.5: _get_closed_form_lr())" if is_lr else "")
             return f"{name} is a concrete cstorch scheduler without a closed form; define " \
                    f"{wanted} {returns}"
         if version < (2, 5) and is_lr:
-            if lr_form == DEFINED:
+            if lr_form is ClosedForm.DEFINED:
                 return None
             extra = (" (it defines _get_closed_form(), the name from cstorch 2.5 on)"
-                     if generic == DEFINED else "")
+                     if generic is ClosedForm.DEFINED else "")
             return (f"{name} is a concrete cstorch LR scheduler without _get_closed_form_lr(), "
                     f"which cstorch releases before 2.5 require{extra}; define it {returns}")
-        if generic == DEFINED:
+        if generic is ClosedForm.DEFINED:
             return None
-        if lr_form == DEFINED:
+        if lr_form is ClosedForm.DEFINED:
             return (f"{name} defines _get_closed_form_lr(), but from cstorch 2.5 on every "
                     f"scheduler's closed form is _get_closed_form(); rename it")
         return f"{name} is a concrete cstorch scheduler without a closed form; define " \
@@ -214,7 +223,7 @@ class TorchSchedulerBase(Rule):
                 base_kinds = project.kinds(base)
                 if not base_kinds.torch_scheduler or base_kinds.cstorch_scheduler:
                     continue
-                if not _is_torch_class(project, base):
+                if not is_torch_scheduler_class(project, base):
                     continue  # a project base: reported on its own class
                 short = base.short_name
                 entry = table.get(short) or {}
@@ -231,12 +240,3 @@ class TorchSchedulerBase(Rule):
                     f"{info.name} derives from torch.optim.lr_scheduler.{short}, which sets the "
                     f"learning rate as a Python number that Cerebras cannot trace; {use}"))
 
-
-def _is_torch_class(project: ProjectIndex, ref: ClassRef) -> bool:
-    if ref.official is not None:
-        return ref.official.qualname.startswith("torch.")
-    root = project.machinery_root(ref)
-    if root in TORCH_SCHEDULERS:
-        return True
-    return ref.info is not None and ref.info.module.path.as_posix().endswith(
-        "torch/optim/lr_scheduler.py")

@@ -84,3 +84,25 @@ EAGER_CREATION_OPS = frozenset({
     "torch.zeros_like", "torch.ones_like", "torch.full_like",
     "torch.zeros", "torch.ones", "torch.full",
 })
+
+# ---- programs: torch.optim names, cstorch imports, float64 and dtypes ------------------
+
+# Imports that make a module a cstorch program.
+CSTORCH_PROGRAM_ROOTS = ("cerebras.pytorch", "cslint.cstorch", "cerebras.modelzoo")
+# Submodules of torch.optim that define an optimizer (`torch.optim.adamw.AdamW`).
+TORCH_OPTIMIZER_SUBMODULES = frozenset({
+    "sgd", "adam", "adamw", "adadelta", "adagrad", "adamax", "asgd", "nadam", "radam",
+    "rmsprop", "rprop", "lbfgs", "sparse_adam", "_adafactor", "adafactor", "_muon", "muon",
+})
+# Base classes in torch.optim, never instantiated as an optimizer or scheduler.
+TORCH_OPTIM_BASES = frozenset({"Optimizer", "LRScheduler", "_LRScheduler"})
+# The float64 dtypes and tensor types, and the words that may name them in a source.
+FLOAT64_NAMES = frozenset({"torch.float64", "torch.double", "torch.DoubleTensor",
+                           "torch.cuda.DoubleTensor"})
+FLOAT64_WORDS = ("float64", "double", "DoubleTensor")
+# The dtypes, as named under `torch.`.
+TORCH_DTYPES = frozenset({
+    "float16", "half", "float32", "float", "float64", "double", "bfloat16", "uint8", "int8",
+    "int16", "short", "int32", "int", "int64", "long", "bool", "complex64", "complex128",
+    "cfloat", "cdouble", "float8_e4m3fn", "float8_e5m2",
+})
