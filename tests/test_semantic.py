@@ -303,3 +303,55 @@ def test_star_import_chains_resolve_once(tmp_path):
     assert project.kinds(ref).cstorch_optimizer
     assert project.has_unknown_ancestor(ref)  # `Missing` resolves to nothing, quickly
     assert isinstance(project.resolve("pkg.user.f3"), type(project.resolve("pkg.m3.f3")))
+
+
+ANALYSED = '''
+import torch
+import cerebras.pytorch as cstorch
+
+
+class Broken(cstorch.optim.Optimizer):
+    def preinitialize(self):
+        pass
+
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p]["m"] = torch.zeros_like(p)
+                if p.grad.sum() > 0:
+                    p.mul_(2)
+
+
+class Decay(cstorch.optim.lr_scheduler.LRScheduler):
+    def _get_closed_form(self):
+        return 0.5
+'''
+
+
+@pytest.mark.parametrize("analysis, method", [
+    ("cslint.semantic.optimizer_state.analysis.OptimizerStateAnalysis", "_analyse_class"),
+    ("cslint.semantic.tensor_values.analysis.TensorValueAnalysis", "summary"),
+    ("cslint.semantic.scheduler.SchedulerAnalysis", "_reach_from"),
+])
+def test_a_bug_in_an_analysis_is_reported_against_the_file_not_raised(
+        tmp_path, monkeypatch, analysis, method):
+    """The file is reported as an internal error (exit 2); the run goes on and the other
+    analyses' findings are still reported."""
+    import importlib
+
+    module_name, class_name = analysis.rsplit(".", 1)
+    cls = getattr(importlib.import_module(module_name), class_name)
+
+    def broken(*args, **kwargs):
+        raise ValueError("boom")
+
+    monkeypatch.setattr(cls, method, broken)
+    path = tmp_path / "optim.py"
+    path.write_text(ANALYSED, encoding="utf-8")
+    result = lint([str(path)], Config(select=("ALL",)), project_root=tmp_path)
+    errors = [e.render() for e in result.errors]
+    assert errors and all(
+        e.startswith(f"{path}: internal error while analysing ")
+        and e.endswith("(ValueError: boom); other files were checked; please report this")
+        for e in errors), errors
+    assert result.findings, "the other analyses still report"

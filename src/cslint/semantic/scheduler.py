@@ -239,6 +239,9 @@ class SchedulerAnalysis:
                 self._reach_from(ref, cstorch)
             except RecursionError:
                 self.errors.append(AnalysisError(ref.info.module, "too deeply nested to analyse"))
+            except Exception as error:  # a bug of ours must not stop the other files
+                self.errors.append(AnalysisError(ref.info.module,
+                                                 internal_error(error, ref.short_name)))
         by_module: dict[int, list[TracedScheduleFunction]] = {}
         for traced in self.reached.values():
             by_module.setdefault(id(traced.function.module), []).append(traced)

@@ -6,6 +6,7 @@ import ast
 from dataclasses import dataclass, field
 
 from cslint.semantic.analysis_error import AnalysisError
+from cslint.source import internal_error
 from cslint.semantic.module_index import FunctionInfo, ModuleIndex, is_super_call
 from cslint.semantic.optimizer_state.facts import StateFact
 from cslint.semantic.optimizer_state.values import OPTIMIZER, Role, value_signature
@@ -53,6 +54,10 @@ class OptimizerStateAnalysis:
                 facts = self._analyse_class(ref)
             except RecursionError:
                 self.errors.append(AnalysisError(ref.info.module, "too deeply nested to analyse"))
+                continue
+            except Exception as error:  # a bug of ours must not stop the other files
+                self.errors.append(AnalysisError(ref.info.module,
+                                                 internal_error(error, ref.short_name)))
                 continue
             for fact in facts:
                 key = (id(fact.function.module), type(fact), fact.node.lineno,
