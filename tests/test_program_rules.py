@@ -236,3 +236,18 @@ def test_cs404_by_release(tmp_path):
 
 def test_cs404_selected_by_code(tmp_path):
     assert _findings(tmp_path, BODY_404, "CS404", select=["CS404"])
+
+
+def test_model_zoo_code_is_cerebras_code_for_every_rule(tmp_path):
+    """One answer to "does this run on Cerebras": importing the model zoo counts for the
+    optimizer and scheduler rules as it does for the precision and mode rules."""
+    source = (
+        "import torch\n"
+        "from cerebras.modelzoo.common.run_utils import main\n"
+        "\n"
+        "def build(model):\n"
+        "    optimizer = torch.optim.Adam(model.parameters())\n"
+        "    return torch.optim.lr_scheduler.StepLR(optimizer, 10)\n"
+    )
+    result = lint_source(source, tmp_path, options={"select": ["CS4"]})
+    assert sorted(f.code for f in result.findings) == ["CS401", "CS402"]

@@ -13,10 +13,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import Iterable
 
-# The runtime reference mirrors cerebras.pytorch under another root.
-CSTORCH_ROOTS = ("cerebras.pytorch", "cslint.cstorch")
-
+from cslint.semantic.torch_api import CSTORCH_PROGRAM_ROOTS
 
 def canonical(qualname: str) -> str:
     """Our `cslint.cstorch` twin names the same API as `cerebras.pytorch`."""
@@ -219,13 +218,17 @@ class ModuleIndex:
     # The source lines (shared with the SourceFile, not copied), for text prefilters.
     source_lines: list[str] = field(default_factory=list, repr=False)
 
+    def imports_from(self, roots: Iterable[str]) -> bool:
+        """Whether the module imports a name from one of the packages `roots`."""
+        return any(target == root or target.startswith(root + ".")
+                   for target in (*self.imports.values(), *self.star_imports)
+                   for root in roots)
+
     @cached_property
     def imports_cstorch(self) -> bool:
-        return any(
-            target == root or target.startswith(root + ".")
-            for target in (*self.imports.values(), *self.star_imports)
-            for root in CSTORCH_ROOTS
-        )
+        """Code that runs on Cerebras: it imports cstorch (or our runtime twin) or the
+        model zoo."""
+        return self.imports_from(CSTORCH_PROGRAM_ROOTS)
 
     def qualify(self, dotted: str) -> str | None:
         """The qualified name a dotted expression of this module refers to."""

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator, Union
 
 from cslint.semantic.module_index import ModuleIndex, dotted_name
 from cslint.semantic.torch_api import (
-    CSTORCH_PROGRAM_ROOTS, FLOAT64_NAMES, FLOAT64_WORDS, TORCH_DTYPES, TORCH_OPTIM_BASES,
+    FLOAT64_NAMES, FLOAT64_WORDS, TORCH_DTYPES, TORCH_OPTIM_BASES,
     TORCH_OPTIMIZER_SUBMODULES,
 )
 
@@ -99,7 +99,7 @@ def float64_uses(module: ModuleIndex, text: str) -> Iterator[Float64Use]:
     literal) are checks, not uses."""
     if "float64" not in text and "ouble" not in text:
         return
-    if not imports_any(module, ("torch",)) and not imports_cstorch_program(module):
+    if not module.imports_from(("torch",)) and not module.imports_cstorch:
         return
     lines = candidate_lines(text, [*FLOAT64_WORDS, *(
         local for local, target in module.imports.items() if target in FLOAT64_NAMES)])
@@ -133,7 +133,7 @@ def float64_uses(module: ModuleIndex, text: str) -> Iterator[Float64Use]:
 
 def train_and_eval_requests(module: ModuleIndex, text: str) -> Iterator[TrainAndEvalRequested]:
     """`mode="train_and_eval"` in a cstorch program, in walk order."""
-    if "train_and_eval" not in text or not imports_cstorch_program(module):
+    if "train_and_eval" not in text or not module.imports_cstorch:
         return
     for node in ast.walk(module.tree):
         if isinstance(node, ast.Call):
@@ -159,15 +159,6 @@ def _is_dtype(module: ModuleIndex, node: ast.expr) -> bool:
 
 
 # ---- resolving what a call instantiates ----------------------------------------------------
-
-def imports_any(module: ModuleIndex, roots: Iterable[str]) -> bool:
-    targets = (*module.imports.values(), *module.star_imports)
-    return any(t == root or t.startswith(root + ".") for t in targets for root in roots)
-
-
-def imports_cstorch_program(module: ModuleIndex) -> bool:
-    return imports_any(module, CSTORCH_PROGRAM_ROOTS)
-
 
 def qualified_callee(module: ModuleIndex, func: ast.expr) -> str | None:
     """The qualified name a call's callee refers to through the module's imports

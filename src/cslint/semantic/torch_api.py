@@ -87,7 +87,7 @@ EAGER_CREATION_OPS = frozenset({
 
 # ---- programs: torch.optim names, cstorch imports, float64 and dtypes ------------------
 
-# Imports that make a module a cstorch program.
+# Imports that make a module code that runs on Cerebras (our runtime twin included).
 CSTORCH_PROGRAM_ROOTS = ("cerebras.pytorch", "cslint.cstorch", "cerebras.modelzoo")
 # Submodules of torch.optim that define an optimizer (`torch.optim.adamw.AdamW`).
 TORCH_OPTIMIZER_SUBMODULES = frozenset({
