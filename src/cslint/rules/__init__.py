@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar, Iterable, TypeVar
 
 from cslint.codes import CODES, selector_specificity
-from cslint.config import Version, format_version
+from cslint.config import Version, format_version, parse_version
 from cslint.diagnostics import Finding, Fix, Location, Severity
 
 if TYPE_CHECKING:
@@ -37,6 +37,15 @@ class VersionGate:
 
     def describe(self) -> str:
         return f"on for cstorch-version < {format_version(self.below)}"
+
+
+# The releases where what the rules check changed (each class's own API differences
+# between releases are data in the official table).
+# Before 2.5: a scheduler's closed form is `_get_closed_form_lr()`, and optimizers must
+# define `state_names_to_sparsify()`.
+RELEASES_BEFORE_2_5 = VersionGate(parse_version("2.5"))
+# Before 2.0: a run is train or eval, never mode="train_and_eval".
+RELEASES_BEFORE_2_0 = VersionGate(parse_version("2.0"))
 
 
 class FixSafety(Enum):

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from cslint import advice
-from cslint.config import parse_version
 from cslint.diagnostics import Finding, Severity
 from cslint.fixes import cstorch_creation_fix
-from cslint.rules import FixSafety, ModuleContext, Rule, VersionGate, one_per_position, register
+from cslint.rules import (
+    RELEASES_BEFORE_2_5, FixSafety, ModuleContext, Rule, one_per_position, register,
+)
 from cslint.semantic.official import TORCH_OPTIMIZER
 from cslint.semantic.module_index import source_snippet
 from cslint.semantic.optimizer_state import (
@@ -140,7 +141,7 @@ class MissingStateNamesToSparsify(Rule):
     code = "CS106"
     family = FAMILY
     severity = Severity.WARNING
-    gate = VersionGate(parse_version("2.5"))
+    gate = RELEASES_BEFORE_2_5
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         # Selected by its code without a release: judge by the releases that need it.

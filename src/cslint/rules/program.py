@@ -6,10 +6,9 @@ import ast
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from cslint.config import parse_version
 from cslint.diagnostics import Finding, Severity
 from cslint.fixes import replace_call_fix
-from cslint.rules import FixSafety, ModuleContext, Rule, VersionGate, register
+from cslint.rules import RELEASES_BEFORE_2_0, FixSafety, ModuleContext, Rule, register
 from cslint.semantic.program import (
     Float64Name, float64_uses, torch_equivalents, torch_optimizer_calls, torch_scheduler_calls,
     train_and_eval_requests,
@@ -230,7 +229,7 @@ class TrainAndEvalMode(Rule):
     code = "CS404"
     family = FAMILY
     severity = Severity.ERROR
-    gate = VersionGate(parse_version("2.0"))
+    gate = RELEASES_BEFORE_2_0
 
     MESSAGE = ('mode="train_and_eval" is not supported by cstorch releases before 2.0: the '
                "fabric cannot be reprogrammed for eval after being programmed for train in "

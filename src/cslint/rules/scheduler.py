@@ -11,7 +11,7 @@ from typing import Iterable, Iterator
 
 from cslint.config import Version
 from cslint.diagnostics import Finding, Severity
-from cslint.rules import ModuleContext, Rule, one_per_line, register
+from cslint.rules import RELEASES_BEFORE_2_5, ModuleContext, Rule, one_per_line, register
 from cslint.semantic.module_index import FunctionInfo, source_snippet
 from cslint.semantic.official import CSTORCH_SCHEDULERS
 from cslint.semantic.program import torch_equivalents
@@ -178,7 +178,7 @@ class SchedulerMissingClosedForm(Rule):
                 " (cstorch < 2.5: _get_closed_form_lr())" if is_lr else "")
             return f"{name} is a concrete cstorch scheduler without a closed form; define " \
                    f"{wanted} {returns}"
-        if version < (2, 5) and is_lr:
+        if RELEASES_BEFORE_2_5.admits(version) and is_lr:
             if lr_form is ClosedForm.DEFINED:
                 return None
             extra = (" (it defines _get_closed_form(), the name from cstorch 2.5 on)"
