@@ -80,14 +80,23 @@ CHECKPOINT_LAYOUT = (
     "rename/reshape the entries first)"
 )
 
-# -- Schedulers (CS305) -----------------------------------------------------------------------
+# -- Schedulers (CS302, CS303, CS305) ---------------------------------------------------------
+
+# A schedule that reads back its own previous value (a recursive schedule).
+RECURSIVE_SCHEDULE = ("compute the value in closed form from the step (self.last_epoch) and "
+                      "the initial values instead")
+
+# A schedule that changes self.base_lrs.
+KEEP_BASE_RATES = "keep the initial learning rates fixed"
+
+# Why a closed form must not change scheduler state (a clause that follows the problem).
+CLOSED_FORM_IS_PURE = ("so the value depends on how often it was computed; the closed form "
+                       "must be a pure function of the step (self.last_epoch) and the "
+                       "hyperparameters")
 
 # A scheduler's closed form that returns a Python number.
-CLOSED_FORM_NOT_TENSOR = (
-    "build the value with tensor ops on self.last_epoch, e.g. "
-    "`torch.where(self.last_epoch < n, a, b)` or "
-    "`torch.tensor(v) * (1 - self.last_epoch / total_iters)`"
-)
+CLOSED_FORM_NOT_TENSOR = ("return a tensor (e.g. torch.tensor(value)), computed from the step "
+                          "with torch ops where it varies")
 
 # -- Static graph (CS501) ---------------------------------------------------------------------
 

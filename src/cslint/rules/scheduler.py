@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
+from cslint import advice
 from cslint.config import Version
 from cslint.diagnostics import Finding, Severity
 from cslint.rules import RELEASES_BEFORE_2_5, ModuleContext, Rule, one_per_line, register
@@ -26,15 +27,6 @@ FAMILY = "scheduler"
 
 
 # ---- CS302, CS303, CS305: the facts of the traced methods --------------------------------
-
-RECURSIVE_ADVICE = ("compute the value in closed form from the step (self.last_epoch) and "
-                    "the initial values instead")
-KEEP_BASE_RATES = "keep the initial learning rates fixed"
-NOT_PURE = ("so the value depends on how often it was computed; the closed form must be a "
-            "pure function of the step (self.last_epoch) and the hyperparameters")
-RETURN_TENSOR = ("return a tensor (e.g. torch.tensor(value)), computed from the step with "
-                 "torch ops where it varies")
-
 
 def _label(function: FunctionInfo) -> str:
     if function.class_name:
@@ -67,26 +59,28 @@ class SchedulerRecursiveForm(_TracedMethodRule):
             if fact.form is ReadBackForm.GROUP_ITEM:
                 message = (f"{label} reads back the current `{fact.key}` of the optimizer's "
                            f"param group (`{snippet}`), so each value depends on the previous "
-                           f"one (a recursive schedule); {RECURSIVE_ADVICE}")
+                           f"one (a recursive schedule); {advice.RECURSIVE_SCHEDULE}")
             elif fact.form is ReadBackForm.GROUP_GET:
                 message = (f"{label} reads back the current `{fact.key}` of the optimizer's "
-                           f"param group (`{snippet}`), a recursive schedule; {RECURSIVE_ADVICE}")
+                           f"param group (`{snippet}`), a recursive schedule; "
+                           f"{advice.RECURSIVE_SCHEDULE}")
             else:
                 message = (f"{label} reads back the optimizer's current `{fact.key}` "
-                           f"(`{snippet}`), a recursive schedule; {RECURSIVE_ADVICE}")
+                           f"(`{snippet}`), a recursive schedule; {advice.RECURSIVE_SCHEDULE}")
             yield context.finding(self, fact.node, message)
         elif type(fact) is PreviousValueRead:
             read = f"self.{fact.attribute}" + ("()" if fact.is_method else "")
             yield context.finding(self, fact.node, (
                 f"{label} reads the schedule's previous value ({read}), a recursive schedule; "
-                f"{RECURSIVE_ADVICE}"))
+                f"{advice.RECURSIVE_SCHEDULE}"))
         elif type(fact) is BaseRatesChanged:
             if fact.by_call:
                 message = (f"{label} changes self.base_lrs (`{source_snippet(fact.node)}`), so "
-                           f"later values are computed from earlier ones; {KEEP_BASE_RATES}")
+                           f"later values are computed from earlier ones; {advice.KEEP_BASE_RATES}")
             else:
                 message = (f"{label} changes self.base_lrs per step, so later values are "
-                           f"computed from earlier ones (a recursive schedule); {KEEP_BASE_RATES}")
+                           f"computed from earlier ones (a recursive schedule); "
+                           f"{advice.KEEP_BASE_RATES}")
             yield context.finding(self, fact.node, message)
 
 
@@ -100,14 +94,16 @@ class SchedulerMutatesState(_TracedMethodRule):
         label = _label(fact.function)
         target = source_snippet(fact.target)
         if fact.change is StateChange.AUGMENTED:
-            message = f"{label} updates `{target}` in place, {NOT_PURE}"
+            message = f"{label} updates `{target}` in place, {advice.CLOSED_FORM_IS_PURE}"
         elif fact.change is StateChange.WRITTEN_INTO:
-            message = f"{label} writes into `{target}`, changing scheduler state, {NOT_PURE}"
+            message = (f"{label} writes into `{target}`, changing scheduler state, "
+                       f"{advice.CLOSED_FORM_IS_PURE}")
         elif fact.change is StateChange.STORED_FROM_STATE:
             message = (f"{label} stores a value computed from the step or scheduler state in "
-                       f"`self.{fact.attribute}`, {NOT_PURE}")
+                       f"`self.{fact.attribute}`, {advice.CLOSED_FORM_IS_PURE}")
         else:
-            message = f"{label} mutates `{target}` (`.{fact.method}(...)`), {NOT_PURE}"
+            message = (f"{label} mutates `{target}` (`.{fact.method}(...)`), "
+                       f"{advice.CLOSED_FORM_IS_PURE}")
         yield context.finding(self, fact.node, message)
 
 
@@ -122,11 +118,11 @@ class ClosedFormNotTensor(_TracedMethodRule):
         helper = fact.helper
         if helper is None:
             message = (f"{label} returns a Python number (`{source_snippet(fact.node)}`) "
-                       f"instead of a tensor; {RETURN_TENSOR}")
+                       f"instead of a tensor; {advice.CLOSED_FORM_NOT_TENSOR}")
         else:
             message = (f"{label} returns self.{helper.name}(), which returns a Python number "
                        f"(line {helper.line} of {helper.function.path}) instead of a tensor; "
-                       f"{RETURN_TENSOR}")
+                       f"{advice.CLOSED_FORM_NOT_TENSOR}")
         yield context.finding(self, fact.node, message)
 
 
