@@ -18,7 +18,7 @@ from cslint.rules import ModuleContext, Rule, select_rules
 from cslint.semantic.analyses import Analyses
 from cslint.semantic.official import load_official_api
 from cslint.semantic.project import ProjectIndex
-from cslint.source import InputError, SourceFile, internal_error
+from cslint.source import TOO_DEEP, InputError, SourceFile, internal_error
 from cslint.suppressions import per_file_ignored_codes, scan_suppressions
 
 STDIN = "-"
@@ -120,7 +120,7 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
             result.findings.extend(_check_module(loaded, project, config, rules, analyses))
         except RecursionError:
             result.errors.append(InputError(loaded.source.display_path,
-                                            "too deeply nested to analyse"))
+                                            TOO_DEEP))
         except Exception as error:  # a bug of ours must not stop the other files
             result.errors.append(InputError(loaded.source.display_path, internal_error(error)))
     checked_ids = {id(m) for m in checked_modules}

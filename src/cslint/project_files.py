@@ -14,7 +14,7 @@ from pathlib import Path
 
 from cslint.discovery import ExcludeMatcher, Target, find_project_root, walk_python_files
 from cslint.semantic.module_index import ModuleIndex, build_module_index, module_name_for
-from cslint.source import InputError, SourceFile
+from cslint.source import TOO_DEEP, InputError, SourceFile
 
 
 @dataclass
@@ -33,7 +33,7 @@ def load_file(path: Path, shown: str, raw: bytes | None = None) -> LoadedFile:
     try:
         module = build_module_index(tree, path, shown, source_lines=source.lines)
     except RecursionError:
-        raise InputError(shown, "too deeply nested to analyse") from None
+        raise InputError(shown, TOO_DEEP) from None
     return LoadedFile(source, module)
 
 

@@ -35,6 +35,10 @@ class InputError(Exception):
         return f"{where}: {self.problem}"
 
 
+# The problem line for input whose nesting exceeds Python's recursion limit.
+TOO_DEEP = "too deeply nested to analyse"
+
+
 def internal_error(error: Exception, where: str | None = None) -> str:
     """The problem line for a bug of ours: the file is reported, the others still checked."""
     place = f" while analysing {where}" if where else ""

@@ -15,6 +15,7 @@ from cslint.semantic.optimizer_state import OptimizerStateAnalysis
 from cslint.semantic.project import ProjectIndex
 from cslint.semantic.scheduler import SchedulerAnalysis
 from cslint.semantic.tensor_values import TensorValueAnalysis
+from cslint.source import TOO_DEEP
 
 
 class Analyses:
@@ -30,6 +31,12 @@ class Analyses:
         for analysis in self._ran:
             analysis.run()
 
+        self._project = project
+
     @property
     def errors(self) -> list[AnalysisError]:
-        return [error for analysis in self._ran for error in analysis.errors]
+        if not self._ran:
+            return []
+        unclassifiable = [AnalysisError(ref.info.module, TOO_DEEP)
+                          for ref in self._project.unclassifiable_classes]
+        return unclassifiable + [error for analysis in self._ran for error in analysis.errors]

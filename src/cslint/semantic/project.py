@@ -436,6 +436,26 @@ class ProjectIndex:
         return [self.ref_for_info(info) for m in self.primary_modules
                 for info in m.classes.values()]
 
+    @property
+    def classified_classes(self) -> list[tuple[ClassRef, ClassKinds]]:
+        """The project's classes with their kinds (what the analyses start from)."""
+        return self._classification[0]
+
+    @property
+    def unclassifiable_classes(self) -> list[ClassRef]:
+        """Project classes whose hierarchy is too deep to classify."""
+        return self._classification[1]
+
+    @cached_property
+    def _classification(self) -> tuple[list[tuple[ClassRef, ClassKinds]], list[ClassRef]]:
+        classified, unclassifiable = [], []
+        for ref in self.project_classes:
+            try:
+                classified.append((ref, self.kinds(ref)))
+            except RecursionError:
+                unclassifiable.append(ref)
+        return classified, unclassifiable
+
     @cached_property
     def subclasses(self) -> dict[int, list[ClassRef]]:
         """Direct project subclasses of each class, by id of its ref."""

@@ -24,7 +24,7 @@ from cslint.semantic.module_index import FunctionInfo, ModuleIndex, dotted_name,
 from cslint.semantic.official import CSTORCH_SCHEDULERS, TORCH_SCHEDULERS
 from cslint.semantic.project import ClassRef, ProjectIndex
 from cslint.semantic.torch_api import CLOSED_FORMS
-from cslint.source import internal_error
+from cslint.source import TOO_DEEP, internal_error
 
 # The traced methods the walk starts from, by kind of scheduler.
 CSTORCH_ENTRIES = ("_get_closed_form", "_get_closed_form_lr", "get_lr", "get")
@@ -219,26 +219,16 @@ class SchedulerAnalysis:
     def schedulers(self) -> list[tuple[ClassRef, bool]]:
         """(scheduler class, whether it is a cstorch scheduler)."""
         project = self.project
-        result = []
-        for ref in project.project_classes:
-            if not ref.info.base_names:
-                continue
-            try:
-                kinds = project.kinds(ref)
-            except RecursionError:
-                self.errors.append(AnalysisError(ref.info.module, "too deeply nested to analyse"))
-                continue
-            if (kinds.cstorch_scheduler or kinds.torch_scheduler) \
-                    and not project.is_machinery(ref):
-                result.append((ref, kinds.cstorch_scheduler))
-        return result
+        return [(ref, kinds.cstorch_scheduler) for ref, kinds in project.classified_classes
+                if (kinds.cstorch_scheduler or kinds.torch_scheduler)
+                and not project.is_machinery(ref)]
 
     def run(self) -> None:
         for ref, cstorch in self.schedulers:
             try:
                 self._reach_from(ref, cstorch)
             except RecursionError:
-                self.errors.append(AnalysisError(ref.info.module, "too deeply nested to analyse"))
+                self.errors.append(AnalysisError(ref.info.module, TOO_DEEP))
             except Exception as error:  # a bug of ours must not stop the other files
                 self.errors.append(AnalysisError(ref.info.module,
                                                  internal_error(error, ref.short_name)))
@@ -254,7 +244,7 @@ class SchedulerAnalysis:
                     facts.extend(self._facts_of(traced))
                 except RecursionError:
                     self.errors.append(AnalysisError(traced.function.module,
-                                                     "too deeply nested to analyse"))
+                                                     TOO_DEEP))
                 except Exception as error:  # a bug of ours must not stop the other files
                     self.errors.append(AnalysisError(traced.function.module, internal_error(
                         error, f"{traced.function.qualname}()")))

@@ -6,7 +6,7 @@ import ast
 from dataclasses import dataclass, field
 
 from cslint.semantic.analysis_error import AnalysisError
-from cslint.source import internal_error
+from cslint.source import TOO_DEEP, internal_error
 from cslint.semantic.module_index import FunctionInfo, ModuleIndex, is_super_call
 from cslint.semantic.optimizer_state.facts import StateFact
 from cslint.semantic.optimizer_state.values import OPTIMIZER, Role, value_signature
@@ -53,7 +53,7 @@ class OptimizerStateAnalysis:
             try:
                 facts = self._analyse_class(ref)
             except RecursionError:
-                self.errors.append(AnalysisError(ref.info.module, "too deeply nested to analyse"))
+                self.errors.append(AnalysisError(ref.info.module, TOO_DEEP))
                 continue
             except Exception as error:  # a bug of ours must not stop the other files
                 self.errors.append(AnalysisError(ref.info.module,
@@ -77,12 +77,7 @@ class OptimizerStateAnalysis:
         """Optimizer classes that can be instantiated, or that nothing derives from."""
         project = self.project
         result = []
-        for ref in project.project_classes:
-            try:
-                kinds = project.kinds(ref)
-            except RecursionError:
-                self.errors.append(AnalysisError(ref.info.module, "too deeply nested to analyse"))
-                continue
+        for ref, kinds in project.classified_classes:
             if not kinds.optimizer or project.is_machinery(ref):
                 continue
             leaf = not project.subclasses.get(id(ref))
@@ -138,7 +133,7 @@ class OptimizerStateAnalysis:
                         walker.scan_calls()
                 except RecursionError:
                     self.errors.append(AnalysisError(call.function.module,
-                                                     "too deeply nested to analyse"))
+                                                     TOO_DEEP))
                     continue
                 queue.extend(walker.calls)
                 # A walk that wrote no state and found nothing did not depend on this

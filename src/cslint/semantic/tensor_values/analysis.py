@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from cslint.source import internal_error
+from cslint.source import TOO_DEEP, internal_error
 from cslint.semantic.analysis_error import AnalysisError
 from cslint.semantic.module_index import FunctionInfo, ModuleIndex
 from cslint.semantic.project import ClassRef, ProjectIndex
@@ -25,7 +25,7 @@ class TensorValueAnalysis:
         config = project.config
         self.tensor_keys = frozenset(config.tensor_hyperparameters)
         self.errors: list[AnalysisError] = []
-        self.entry_points = EntryPoints(project, self.errors)
+        self.entry_points = EntryPoints(project)
         self.class_attributes = ClassAttributes(project)
         # Bound once: summaries and walkers call these often, and a method of another
         # object would cost one attribute lookup more per call.
@@ -58,7 +58,7 @@ class TensorValueAnalysis:
                 self.summary(entry.function, entry.ref, entry.bindings, entry.closure)
             except RecursionError:
                 self.errors.append(AnalysisError(entry.function.module,
-                                                 "too deeply nested to analyse"))
+                                                 TOO_DEEP))
             except Exception as error:  # a bug of ours must not stop the other files
                 self.errors.append(AnalysisError(entry.function.module,
                                                  internal_error(error, entry.description)))

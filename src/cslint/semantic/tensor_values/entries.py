@@ -6,7 +6,6 @@ import ast
 from dataclasses import dataclass
 from typing import Iterable
 
-from cslint.semantic.analysis_error import AnalysisError
 from cslint.semantic.module_index import FunctionInfo, ModuleIndex, dotted_name, source_snippet
 from cslint.semantic.project import ClassRef, ProjectIndex
 from cslint.semantic.tensor_values.class_attributes import constructed_value
@@ -31,24 +30,18 @@ class EntryPoints:
     """The traced entry points of a project: optimizer `step`, scheduler closed forms,
     `nn.Module.forward`, functions decorated or configured as traced."""
 
-    def __init__(self, project: ProjectIndex, errors: list[AnalysisError]):
+    def __init__(self, project: ProjectIndex):
         self.project = project
         config = project.config
         self.trace_decorators = TRACE_DECORATORS | set(config.traced_decorators)
         self.traced_functions = set(config.traced_functions)
-        self.errors = errors  # the analysis's: classes too deeply nested to analyse
 
     def find(self) -> list[Entry]:
         """Every traced entry point, with the values its arguments hold."""
         project = self.project
         result: list[Entry] = []
-        for ref in project.project_classes:
+        for ref, kinds in project.classified_classes:
             if project.is_machinery(ref):
-                continue
-            try:
-                kinds = project.kinds(ref)
-            except RecursionError:
-                self.errors.append(AnalysisError(ref.info.module, "too deeply nested to analyse"))
                 continue
             if kinds.optimizer:
                 self._method_entry(result, ref, "step", Marker("optimizer_self", ref))
