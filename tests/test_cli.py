@@ -418,12 +418,12 @@ def test_python_dash_m_and_no_torch_import(project):
 
 
 def test_readme_rule_table_is_in_sync():
-    from cslint.cli import rules_markdown
+    from cslint.rule_pages import rules_markdown
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     start = readme.index("<!-- rules-table:start -->\n") + len("<!-- rules-table:start -->\n")
     end = readme.index("<!-- rules-table:end -->")
-    assert readme[start:end] == rules_markdown(), "run `cslint rules --markdown` into README"
+    assert readme[start:end] == rules_markdown(), "run `python scripts/sync_rule_docs.py`"
 
 
 def test_ci_runs_the_readme_test_command():

@@ -53,7 +53,7 @@ def test_linter_rules_are_exactly_the_codes_that_are_not_runtime_only():
 def test_page_header_is_generated_from_the_rule_class(code):
     """The line under the title (severity, family, fixability, runtime counterpart, release
     gate) is what the rule class and the code table declare; after changing either, run
-    `python scripts/sync_rule_pages.py`."""
+    `python scripts/sync_rule_docs.py`."""
     header = (RULE_PAGES / f"{code}.md").read_text(encoding="utf-8").splitlines()[2]
     assert header == page_header(code)
 

@@ -16,7 +16,7 @@ from cslint.codes import CODES, validate_selector
 from cslint.config import Config, ConfigError, find_config_file, load_config_file, \
     parse_version
 from cslint.output import FORMATS
-from cslint.rules import all_rules
+from cslint.rule_pages import rules_markdown, rules_table
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -132,24 +132,6 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
     if report.errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if report.findings and not exit_zero else EXIT_CLEAN)
-
-
-def rules_table() -> list[tuple[str, str, str, str, str]]:
-    """(code, name, family, default, fixable) for every registered rule."""
-    rows = []
-    for rule in all_rules():
-        default = "on" if rule.default_on else "off"
-        if rule.gate is not None:
-            default = rule.gate.describe()
-        rows.append((rule.code, rule.name, rule.family, default, "yes" if rule.fixable else "no"))
-    return rows
-
-
-def rules_markdown() -> str:
-    """The rule table as Markdown (the README's copy is kept in sync by a test)."""
-    lines = ["| code | name | family | default | fixable |", "|---|---|---|---|---|"]
-    lines += [f"| {' | '.join(row)} |" for row in rules_table()]
-    return "\n".join(lines) + "\n"
 
 
 @main.command("rules")

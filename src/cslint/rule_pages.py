@@ -56,3 +56,23 @@ def page_header(code: str) -> str:
     if rule.release_note:
         fields.append(f"release-dependent: {rule.release_note}")
     return " · ".join(fields) + "."
+
+
+def rules_table() -> list[tuple[str, str, str, str, str]]:
+    """(code, name, family, default, fixable) for every registered rule."""
+    from cslint.rules import all_rules
+
+    rows = []
+    for rule in all_rules():
+        default = "on" if rule.default_on else "off"
+        if rule.gate is not None:
+            default = rule.gate.describe()
+        rows.append((rule.code, rule.name, rule.family, default, "yes" if rule.fixable else "no"))
+    return rows
+
+
+def rules_markdown() -> str:
+    """The rule table as Markdown (the README's copy: scripts/sync_rule_docs.py)."""
+    lines = ["| code | name | family | default | fixable |", "|---|---|---|---|---|"]
+    lines += [f"| {' | '.join(row)} |" for row in rules_table()]
+    return "\n".join(lines) + "\n"
