@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Iterable, Sequence
 
 from cslint.diagnostics import Fix, Location
+from cslint.semantic.torch_api import LAZY_CREATION_SIGNATURES
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -167,17 +168,6 @@ def replace_call_fix(target: str, *, safe: bool, description: str,
                        tuple((name, source) for name, source in add))
 
 
-# cstorch creation op -> (positional parameter names after renaming, torch keyword renames)
-_CREATION_OPS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
-    "zeros_like": (("other",), {"input": "other"}),
-    "ones_like": (("other",), {"input": "other"}),
-    "full_like": (("other", "value"), {"input": "other", "fill_value": "value"}),
-    "zeros": (("shape",), {"size": "shape"}),
-    "ones": (("shape",), {"size": "shape"}),
-    "full": (("shape", "value"), {"size": "shape", "fill_value": "value"}),
-}
-
-
 def cstorch_creation_fix(call: ast.Call) -> ReplaceCall | None:
     """CS104's fix: `torch.zeros_like(p)` -> `cstorch.zeros_like(p)`, when the arguments
     fit the cstorch signature (`zeros_like(other, dtype=None)`, `full_like(other, value,
@@ -187,9 +177,9 @@ def cstorch_creation_fix(call: ast.Call) -> ReplaceCall | None:
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else \
         func.id if isinstance(func, ast.Name) else None
-    if name not in _CREATION_OPS:
+    if name not in LAZY_CREATION_SIGNATURES:
         return None
-    positional, renames = _CREATION_OPS[name]
+    positional, renames = LAZY_CREATION_SIGNATURES[name]
     if any(isinstance(a, ast.Starred) for a in call.args) or len(call.args) > len(positional):
         return None
     given = list(positional[:len(call.args)])

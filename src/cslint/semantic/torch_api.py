@@ -79,11 +79,18 @@ NON_TENSOR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "bytes", "com
                                     "Optional[str]", "List[int]", "Tuple[int, ...]", "dict",
                                     "Dict", "list", "tuple", "Callable", "torch.dtype",
                                     "torch.device", "Size", "torch.Size"})
+# cstorch's lazy creation ops, each the twin of the eager torch op of the same name:
+# name -> (its positional parameters, torch's keyword names renamed to cstorch's).
+LAZY_CREATION_SIGNATURES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "zeros_like": (("other",), {"input": "other"}),
+    "ones_like": (("other",), {"input": "other"}),
+    "full_like": (("other", "value"), {"input": "other", "fill_value": "value"}),
+    "zeros": (("shape",), {"size": "shape"}),
+    "ones": (("shape",), {"size": "shape"}),
+    "full": (("shape", "value"), {"size": "shape", "fill_value": "value"}),
+}
 # Eager torch ops that fill new state with a constant (cstorch has lazy twins).
-EAGER_CREATION_OPS = frozenset({
-    "torch.zeros_like", "torch.ones_like", "torch.full_like",
-    "torch.zeros", "torch.ones", "torch.full",
-})
+EAGER_CREATION_OPS = frozenset(f"torch.{name}" for name in LAZY_CREATION_SIGNATURES)
 
 # ---- programs: torch.optim names, cstorch imports, float64 and dtypes ------------------
 
