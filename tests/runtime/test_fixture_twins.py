@@ -168,6 +168,9 @@ NOT_REACHED: dict[tuple[str, str], str] = {
        for text in ("scale = 1.0 if update.norm() > 1.0", "assert torch.isfinite(update)",
                     "trust = bool(p.norm() > 0)", "factor = min(update.norm(), 1.0)",
                     "nonzero = [g for g in (grad, update)", "w = p.norm() > 0 and update")},
+    ("traced/trace_tensor_evidence.py", "if batch.abs().max() > 100.0:"):
+        "in a @cstorch.trace method of a plain trainer class: the twins drive module-level "
+        "traced functions, modules, optimizers and schedulers, not other classes' methods",
 }
 
 # Cases that cannot be built or driven generically: (unit, target) -> reason.
@@ -277,6 +280,12 @@ def _trace_step_globals(namespace: dict) -> dict:
             "optimizer": CompliantSGD(model.parameters(), lr=0.01)}
 
 
+def _test_sgd_globals(namespace: dict) -> dict:
+    return {"optimizer": CompliantSGD(namespace["model"].parameters(), lr=0.01)}
+
+
+_NO_CSTORCH_SGD = "cslint.cstorch has no optim.SGD: the test SGD of cstorch_helpers stands in"
+
 # Module-level globals a fixture builds with cerebras.pytorch APIs the runtime reference
 # does not have: unit -> (reason, factory(namespace) -> globals to set).
 SUBSTITUTES = {
@@ -285,6 +294,8 @@ SUBSTITUTES = {
         "the test SGD of cstorch_helpers stands in for the optimizer",
         _trace_step_globals,
     ),
+    "traced/trace_python_arguments.py": (_NO_CSTORCH_SGD, _test_sgd_globals),
+    "traced/trace_tensor_evidence.py": (_NO_CSTORCH_SGD, _test_sgd_globals),
 }
 
 
@@ -298,6 +309,21 @@ TRACED_ARGS = {
     ("traced/trace_step.py", "eval_step"): lambda g: ((_classification_batch(g),), {}),
     ("traced/trace_step.py", "accumulate_step"):
         lambda g: (([_classification_batch(g), _classification_batch(g)],), {}),
+    # The loop's step counter is a Python int.
+    ("traced/trace_python_arguments.py", "train_step"):
+        lambda g: ((1, torch.randn(4, 8, generator=g)), {}),
+}
+
+# Forward arguments that are not a (2, 4, dim) tensor, for modules whose callers pass
+# Python values or other shapes: (unit, name) -> factory(generator) -> positional args.
+FORWARD_ARGS = {
+    ("traced/forward_python_arguments.py", "PositionBias"): lambda g: [3, 5],
+    ("traced/forward_python_arguments.py", "PatchEmbed"):
+        lambda g: [torch.randn(2, 3, 8, 8, generator=g)],
+    ("traced/forward_python_arguments.py", "WindowBlock"):
+        lambda g: [torch.randn(2, 16, 8, generator=g), (4, 4), 1],
+    ("traced/forward_python_arguments.py", "Backbone"):
+        lambda g: [torch.randn(2, 3, 8, 8, generator=g)],
 }
 
 # Optional forward arguments given to modules: (unit, name) -> factory(generator) -> kwargs.
@@ -306,6 +332,8 @@ FORWARD_KWARGS = {
         lambda g: {"mask": torch.rand(2, 4, 1, generator=g) > 0.5},
     ("traced/data_dependent_shape.py", "TokenPooler"):
         lambda g: {"attention_mask": torch.rand(2, 4, generator=g) > 0.5},
+    ("traced/forward_tensor_evidence.py", "Attention"):
+        lambda g: {"mask": torch.rand(2, 4, 4, generator=g) > 0.5},
 }
 
 # Values for required constructor arguments of modules and schedulers, by name.
@@ -815,9 +843,10 @@ def _drive_module(target, loaded, variant, tracer, generator):
     with tracer.phase(guarded=False):
         module = cls(**kwargs)
     extra = FORWARD_KWARGS.get((target.unit, target.name), lambda g: {})
+    given = FORWARD_ARGS.get((target.unit, target.name))
     for _ in range(STEPS):
-        args = []
-        for name, parameter in _parameters(cls.forward, 1):
+        args = given(generator) if given is not None else []
+        for name, parameter in _parameters(cls.forward, 1) if given is None else ():
             if parameter.default is not parameter.empty:
                 continue
             if _is_int(parameter.annotation):

@@ -79,6 +79,59 @@ NON_TENSOR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "bytes", "com
                                     "Optional[str]", "List[int]", "Tuple[int, ...]", "dict",
                                     "Dict", "list", "tuple", "Callable", "torch.dtype",
                                     "torch.device", "Size", "torch.Size"})
+# ---- evidence that a parameter is a tensor -------------------------------------------
+# Where no caller is visible, a parameter is a tensor only by a use that only a tensor
+# allows. Conservative on purpose: `.size()`/`.shape` (metadata), `.sum()`/`.any()`/
+# `.item()`/`.reshape()`/`.astype()` (numpy has them) and `.to()`/`.float()` (modules
+# have them) are no evidence.
+TENSOR_ONLY_METHODS = frozenset({
+    "view", "view_as", "transpose", "permute", "contiguous", "unsqueeze", "masked_fill",
+    "masked_fill_", "masked_scatter", "softmax", "log_softmax", "matmul", "bmm", "expand",
+    "expand_as", "type_as", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor",
+    "narrow", "unflatten", "index_select", "masked_select", "unbind", "repeat_interleave",
+    "detach", "detach_", "requires_grad_",
+})
+# Tensor-only methods whose argument at this position is a tensor too
+# (`h.masked_fill(mask, 0.0)`: `mask`).
+TENSOR_METHOD_TENSOR_ARGUMENTS = {
+    "masked_fill": 0, "masked_fill_": 0, "masked_scatter": 0, "masked_select": 0,
+    "matmul": 0, "bmm": 0, "view_as": 0, "expand_as": 0, "type_as": 0, "index_select": 1,
+}
+# Tensor annotations (the last name of a dotted annotation, inside `Optional[...]`).
+TENSOR_TYPE_NAMES = frozenset({
+    "Tensor", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor", "HalfTensor",
+    "BFloat16Tensor", "DoubleTensor", "ByteTensor", "CharTensor", "ShortTensor",
+})
+# The namespaces whose functions take a tensor `input` first (`torch.matmul(x, w)`,
+# `F.softmax(x)`), and their functions that do not: creation ops and others taking
+# sizes, Python values or other objects first.
+TENSOR_INPUT_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.special",
+                                     "torch.linalg", "torch.fft"})
+NOT_TENSOR_INPUT_FUNCTIONS = frozenset({
+    "tensor", "as_tensor", "asarray", "from_numpy", "frombuffer", "scalar_tensor", "arange",
+    "range", "linspace", "logspace", "zeros", "ones", "empty", "full", "eye", "rand", "randn",
+    "randint", "randperm", "normal", "poisson", "empty_strided", "tril_indices",
+    "triu_indices", "bartlett_window", "blackman_window", "hamming_window", "hann_window",
+    "kaiser_window", "pow", "float_power", "xlogy", "remainder", "einsum", "cat", "concat",
+    "concatenate", "stack", "hstack", "vstack", "dstack", "broadcast_shapes", "autocast",
+    "sym_int", "sym_float", "sym_max", "sym_min", "sym_not", "load", "save", "compile",
+    "set_printoptions", "use_deterministic_algorithms", "set_default_dtype", "cond",
+    # overloads taking a Python number first (`torch.isin(3, t)`)
+    "bucketize", "isin", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+    "bitwise_right_shift", "xlog1py", "zeta", "atleast_1d", "atleast_2d", "atleast_3d",
+})
+# Ops whose first argument is a sequence of tensors (`torch.cat([x, y])`).
+TENSOR_SEQUENCE_FUNCTIONS = frozenset({"cat", "concat", "concatenate", "stack", "hstack",
+                                       "vstack", "dstack"})
+# Ops taking two tensors first (`torch.matmul(x, w)`).
+TENSOR_PAIR_FUNCTIONS = frozenset({
+    "matmul", "bmm", "mm", "mv", "dot", "outer", "inner", "linear", "bilinear", "baddbmm",
+    "addmm", "masked_select", "cosine_similarity", "pairwise_distance",
+    # losses: (input, target)
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+})
+
 # cstorch's lazy creation ops, each the twin of the eager torch op of the same name:
 # name -> (its positional parameters, torch's keyword names renamed to cstorch's).
 LAZY_CREATION_SIGNATURES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {

@@ -10,6 +10,7 @@ from cslint.semantic.module_index import FunctionInfo, ModuleIndex
 from cslint.semantic.project import ClassRef, ProjectIndex
 from cslint.semantic.tensor_values.class_attributes import ClassAttributes
 from cslint.semantic.tensor_values.entries import EntryPoints, declares_non_tensor
+from cslint.semantic.tensor_values.evidence import ParameterEvidence
 from cslint.semantic.tensor_values.facts import TracedFact, fact_kind
 from cslint.semantic.tensor_values.values import Value, value_signature, without_class
 from cslint.semantic.tensor_values.walker import FunctionWalker
@@ -25,8 +26,9 @@ class TensorValueAnalysis:
         config = project.config
         self.tensor_keys = frozenset(config.tensor_hyperparameters)
         self.errors: list[AnalysisError] = []
-        self.entry_points = EntryPoints(project)
         self.class_attributes = ClassAttributes(project)
+        self.evidence = ParameterEvidence(project, self.class_attributes)
+        self.entry_points = EntryPoints(project, self.evidence)
         # Bound once: summaries and walkers call these often, and a method of another
         # object would cost one attribute lookup more per call.
         self.is_host_function = self.entry_points.is_host_function

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from cslint.semantic.module_index import FunctionInfo, dotted_name, is_super_call
 from cslint.semantic.project import ClassRef
 from cslint.semantic.tensor_values.values import (
-    ChainStep, Container, Function, Items, Marker, Sequence, Tensor, Value, combine,
-    element_of, is_device, join,
+    MODULE_KINDS, ChainStep, Container, Function, Items, Marker, Sequence, Tensor, Value,
+    combine, element_of, is_device, join, module_classes,
 )
 from cslint.semantic.torch_api import (
     BOOLEAN_OPS, COMPILE, CREATION_SIZE_FUNCTIONS, DATA_DEPENDENT_SHAPE, HOST_BUILTINS,
@@ -163,8 +163,11 @@ class CallEvaluator:
             if isinstance(key, ast.Constant) and key.value == "params":
                 return Marker("params")
             return None
-        if kind == "module" or kind == "module_self" and name == "__call__":
-            return self.module_call()
+        if kind in MODULE_KINDS and name in ("__call__", "forward") or \
+                kind == "module_self" and name == "__call__":
+            return self.module_call(receiver)
+        if kind == "module":
+            return self.submodule_method(receiver, name)
         if kind in ("optimizer_self", "scheduler_self", "module_self"):
             if name == "increment_global_step" or self.returns_tensor(receiver, name):
                 return Tensor(True, (ChainStep("`{}` returns the global step tensor", self.node),))
@@ -221,8 +224,9 @@ class CallEvaluator:
 
     def call_value(self, callee: Value) -> Value:
         walker = self.walker
-        if isinstance(callee, Marker) and callee.kind in ("module", "module_self"):
-            return self.module_call()
+        if isinstance(callee, Marker) and callee.kind in ("module", "module_list",
+                                                          "module_self"):
+            return self.module_call(callee)
         if not isinstance(callee, Function):
             return None
         result = None
@@ -263,8 +267,47 @@ class CallEvaluator:
             if walker.function.parameter_names else None
         return current if isinstance(current, Marker) else None
 
-    def module_call(self) -> Value:
-        return Tensor(True, (ChainStep("`{}` is a module's output", self.node),))
+    def module_call(self, module: Marker) -> Value:
+        """A module called (a Sequential: its elements): a project class's `forward`
+        under the call's arguments gives its value (a tuple stays a tuple); a torch.nn
+        layer's output, or that of a class we cannot see, is a tensor."""
+        result = None
+        for ref in module_classes(module.ref) or (None,):
+            found = self.walker.project.find_method(ref, "forward") if ref is not None \
+                else None
+            if found is None or found.function is None or found.abstract or \
+                    self.walker.project.is_machinery(found.owner):
+                output = Tensor(True, (ChainStep("`{}` is a module's output", self.node),))
+            else:
+                output = self.run_method(found.function, ref)
+            result = join(result, output)
+        return result
+
+    def submodule_method(self, module: Marker, name: str) -> Value:
+        """`self.block.method(...)`: the project method under the call's arguments; any
+        other method of a module gives what calling it would (`model.parameters()`)."""
+        ref = module.ref
+        found = self.walker.project.find_method(ref, name) \
+            if isinstance(ref, ClassRef) else None
+        if found is None or found.function is None or \
+                self.walker.project.is_machinery(found.owner):
+            return self.module_call(Marker("module"))
+        return self.run_method(found.function, ref)
+
+    def run_method(self, function: FunctionInfo, ref: ClassRef) -> Value:
+        """A method of a submodule of class `ref` called with this call's arguments; an
+        argument we know nothing of is what the method itself shows (its evidence)."""
+        analysis = self.walker.analysis
+        values = list(self.bindings(function, True, ref))
+        if values:
+            values[0] = Marker("module_self", ref)
+        args = function.node.args
+        names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+        tensors = analysis.evidence.tensor_parameters(function, ref)
+        if tensors:
+            values = [tensors.get(name) if value is None else value
+                      for name, value in zip(names, values)]
+        return analysis.summary(function, ref, tuple(values))
 
     # -- builtins and libraries ----------------------------------------------------------------
 

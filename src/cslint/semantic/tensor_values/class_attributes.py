@@ -10,7 +10,9 @@ from cslint.semantic.module_index import (
     ClassInfo, FunctionInfo, ModuleIndex, dotted_name, source_snippet,
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
-from cslint.semantic.tensor_values.values import Function, Marker, Tensor, Value, join
+from cslint.semantic.tensor_values.values import (
+    MODULE_KINDS, Function, Marker, Tensor, Value, join, union_classes,
+)
 from cslint.semantic.torch_api import COMPILE
 
 
@@ -33,6 +35,7 @@ class ClassAttributes:
         if cached is not None:
             return cached
         values: dict[str, Value] = {}
+        appended: dict[str, Value] = {}  # `self.layers.append(Block(...))`: the elements
         module = info.module
         python_keys = set(self._python_keys_of_class(info))
         for method in info.methods.values():
@@ -48,7 +51,7 @@ class ClassAttributes:
                             target.value.__class__ is ast.Name and target.value.id == "self":
                         value = self._attribute_value(module, owner, node.value)
                         if value is not None:
-                            values[target.attr] = value
+                            values[target.attr] = _reassigned(values.get(target.attr), value)
                 elif kind is ast.Call and node.func.__class__ is ast.Attribute \
                         and node.func.attr in ("register_buffer", "register_parameter") \
                         and node.args and isinstance(node.args[0], ast.Constant) \
@@ -56,6 +59,27 @@ class ClassAttributes:
                     kind = "buffer" if node.func.attr == "register_buffer" else "parameter"
                     values[node.args[0].value] = Tensor(
                         True, (f"`self.{node.args[0].value}` is a module {kind}",))
+                elif kind is ast.Call and node.func.__class__ is ast.Attribute \
+                        and node.func.attr in ("append", "extend") and node.args:
+                    container = node.func.value
+                    if container.__class__ is ast.Attribute and \
+                            container.value.__class__ is ast.Name and \
+                            container.value.id == "self":
+                        added = [node.args[0]] if node.func.attr == "append" else \
+                            _elements(node.args[0])
+                        for element in added or [None]:
+                            appended[container.attr] = join(
+                                appended.get(container.attr),
+                                _element_marker(self.project, module, element))
+        for name, element in appended.items():
+            value = values.get(name)
+            if value.__class__ is Marker and value.kind == "module_list":
+                classes = element.ref if value.ref == () else \
+                    union_classes(value.ref, element.ref)
+                values[name] = Marker("module_list", classes)
+        for name, value in values.items():
+            if value.__class__ is Marker and value.kind == "module_list" and value.ref == ():
+                values[name] = Marker("module_list")  # elements we never saw
         found = (values, frozenset(python_keys))
         self._own[id(info)] = found
         return found
@@ -140,7 +164,17 @@ def constructed_value(project: ProjectIndex, module: ModuleIndex, call: ast.Call
         if name in ("Parameter", "Buffer"):
             return Tensor(True, (f"`{source_snippet(call)}` is a module parameter",))
         if name in ("ModuleList", "Sequential", "ModuleDict"):
-            return Marker("module_list") if name != "Sequential" else Marker("module")
+            # Calling one (a Sequential) runs its elements; indexing or iterating one
+            # gives an element.
+            elements = [e for arg in call.args for e in _elements(arg)] \
+                if name == "Sequential" else _elements(call.args[0]) if call.args else []
+            if any(e is None for e in elements):
+                return Marker("module_list")  # elements we cannot list
+            element = None
+            for node in elements:
+                marker = _element_marker(project, module, node)
+                element = marker if element is None else join(element, marker)
+            return Marker("module_list", element.ref if element is not None else ())
         return Marker("module")
     found = project.resolve_in_module(module, dotted)
     if isinstance(found, ClassInfo):
@@ -148,6 +182,45 @@ def constructed_value(project: ProjectIndex, module: ModuleIndex, call: ast.Call
         if project.kinds(ref).nn_module:
             return Marker("module", ref)
     return None
+
+
+def _elements(node: ast.expr) -> list[ast.expr | None]:
+    """The element expressions of a module container's argument (`[Block() for _ in
+    range(n)]`, `{"a": Head()}`, `*[...]`); None for one we cannot list."""
+    kind = node.__class__
+    if kind is ast.Starred:
+        return _elements(node.value)
+    if kind is ast.List or kind is ast.Tuple:
+        return [e for element in node.elts for e in (
+            _elements(element) if element.__class__ is ast.Starred else [element])]
+    if kind is ast.ListComp or kind is ast.GeneratorExp:
+        return [node.elt]
+    if kind is ast.Dict:
+        return list(node.values)
+    if kind is ast.DictComp:
+        return [node.value]
+    if kind is ast.Call:
+        return [node]  # `nn.Sequential(Block(), ...)`: an element itself
+    return [None]
+
+
+def _element_marker(project: ProjectIndex, module: ModuleIndex, node: ast.expr | None
+                    ) -> Marker:
+    """The module an element expression builds: a submodule of its class, or one of a
+    class we cannot see (a torch.nn layer for all we know)."""
+    value = constructed_value(project, module, node) if node.__class__ is ast.Call else None
+    if value.__class__ is Marker and value.kind == "module_list":
+        return Marker("module", value.ref)  # a nested Sequential: its elements run
+    return value if value.__class__ is Marker else Marker("module")
+
+
+def _reassigned(previous: Value, value: Value) -> Value:
+    """`self.x` assigned again: submodules on several paths (`self.norm = A()` or `B()`)
+    join into the union of their classes; other values, the last one stays."""
+    if previous.__class__ is Marker and value.__class__ is Marker and \
+            previous.kind == value.kind and value.kind in MODULE_KINDS:
+        return join(previous, value)
+    return value
 
 
 def _number_parameters(function: ast.AST) -> set[str]:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from cslint.semantic.module_index import FunctionInfo, ModuleIndex, dotted_name, source_snippet
 from cslint.semantic.project import ClassRef, ProjectIndex
 from cslint.semantic.tensor_values.class_attributes import constructed_value
-from cslint.semantic.tensor_values.values import Marker, Tensor, Value
+from cslint.semantic.tensor_values.values import Marker, Value
 from cslint.semantic.torch_api import (
     HOST_DECORATORS, NON_TENSOR_ANNOTATIONS, SCHEDULER_TRACED_METHODS, TRACE_DECORATORS,
 )
+
+if TYPE_CHECKING:
+    from cslint.semantic.tensor_values.evidence import ParameterEvidence
 
 
 @dataclass(frozen=True)
@@ -30,8 +33,9 @@ class EntryPoints:
     """The traced entry points of a project: optimizer `step`, scheduler closed forms,
     `nn.Module.forward`, functions decorated or configured as traced."""
 
-    def __init__(self, project: ProjectIndex):
+    def __init__(self, project: ProjectIndex, evidence: ParameterEvidence):
         self.project = project
+        self.evidence = evidence
         config = project.config
         self.trace_decorators = TRACE_DECORATORS | set(config.traced_decorators)
         self.traced_functions = set(config.traced_functions)
@@ -50,7 +54,7 @@ class EntryPoints:
                     self._method_entry(result, ref, name, Marker("scheduler_self", ref))
             if kinds.nn_module:
                 self._method_entry(result, ref, "forward", Marker("module_self", ref),
-                                   inputs_are_tensors=True)
+                                   with_inputs=True)
         for module in project.primary_modules:
             candidates = [(f, None) for f in module.functions.values()]
             candidates += list(module.nested_functions)
@@ -59,22 +63,20 @@ class EntryPoints:
             for function, enclosing in candidates:
                 if self._is_trace_entry(function):
                     closure = self._enclosing_values(module, enclosing)
-                    bindings = self._input_bindings(function, skip_first=False,
-                                                    source="an argument of a traced function")
+                    bindings = self.input_bindings(function, None, closure)
                     result.append(Entry(function, None, bindings, f"{function.name}()", closure))
         return result
 
     def _method_entry(self, result: list[Entry], ref: ClassRef, name: str, self_value: Marker,
-                      inputs_are_tensors: bool = False) -> None:
+                      with_inputs: bool = False) -> None:
         found = self.project.find_method(ref, name)
         if found is None or found.function is None or found.abstract:
             return
         if self.project.is_machinery(found.owner) or self.is_host_function(found.function):
             return
         function = found.function
-        if inputs_are_tensors:
-            bindings = self._input_bindings(function, skip_first=True, source="a forward input")
-            bindings = (self_value, *bindings[1:])
+        if with_inputs:
+            bindings = (self_value, *self.input_bindings(function, ref)[1:])
         else:
             bindings = (self_value,)
         result.append(Entry(function, ref, bindings, f"{ref.short_name}.{name}()"))
@@ -97,29 +99,14 @@ class EntryPoints:
         """Decorated to run on the host with real values (step and checkpoint closures)."""
         return bool(self._decorators(function) & HOST_DECORATORS)
 
-    def _input_bindings(self, function: FunctionInfo, skip_first: bool, source: str) -> tuple:
-        """Arguments are tensors unless annotated as non-tensor types or given a
-        non-tensor default (`output_attentions=False`, `dim=-1`); `mask=None` may be one."""
+    def input_bindings(self, function: FunctionInfo, ref: ClassRef | None,
+                       closure: dict | None = None) -> tuple:
+        """Argument values where no caller is visible (positional, then keyword-only):
+        a device tensor where the function itself shows one, else unknown."""
+        tensors = self.evidence.tensor_parameters(function, ref, closure)
         args = function.node.args
-        positional = [*args.posonlyargs, *args.args]
-        defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
-        values = []
-        for i, (arg, default) in enumerate(zip(positional, defaults)):
-            if skip_first and i == 0:
-                values.append(None)
-                continue
-            values.append(self._input_value(arg, default, source))
-        return tuple(values)
-
-    def _input_value(self, arg: ast.arg, default: ast.expr | None, source: str) -> Value:
-        if arg.annotation is not None and (
-                declares_non_tensor(arg.annotation) or _annotation_text(arg.annotation)
-                .startswith(("Optional[int", "Literal"))):
-            return None
-        if default is not None and not (isinstance(default, ast.Constant)
-                                        and default.value is None):
-            return None
-        return Tensor(True, (f"`{arg.arg}` is {source}",))
+        return tuple(tensors.get(arg.arg)
+                     for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs))
 
     def _enclosing_values(self, module: ModuleIndex, enclosing: ast.AST | None) -> dict:
         """Names of the enclosing scopes that hold modules (`model = cstorch.compile(...)`,
@@ -157,6 +144,12 @@ def _annotation_text(annotation: ast.expr) -> str:
 
 def declares_non_tensor(annotation: ast.expr) -> bool:
     return _annotation_text(annotation) in NON_TENSOR_ANNOTATIONS
+
+
+def declares_python_value(annotation: ast.expr) -> bool:
+    """A non-tensor type, `Optional[int...]` or a `Literal[...]`."""
+    return declares_non_tensor(annotation) or _annotation_text(annotation).startswith(
+        ("Optional[int", "Literal"))
 
 
 def _flat_statements(body: list[ast.stmt]) -> Iterable[ast.stmt]:

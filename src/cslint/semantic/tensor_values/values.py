@@ -39,7 +39,10 @@ class Marker:
 
     kind: str  # param_groups, group, params, state_map, param_state, module, module_list,
     # optimizer_self, scheduler_self, module_self
-    ref: ClassRef | None = None
+    # The class; for `module` (a submodule) and `module_list` (its elements): a project
+    # nn.Module class, None (a torch.nn layer or a class we cannot see), or a tuple of
+    # those when conditional assignments or mixed elements give several.
+    ref: ClassRef | None | tuple = None
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -99,6 +102,9 @@ def join(a: Value, b: Value) -> Value:
         return b
     if isinstance(a, Container) and isinstance(b, Container):
         return Container(join(a.element, b.element), a.mapping and b.mapping)
+    if a.__class__ is Marker and b.__class__ is Marker and a.kind == b.kind \
+            and a.kind in MODULE_KINDS:
+        return Marker(a.kind, union_classes(a.ref, b.ref))
     if isinstance(a, Function) and isinstance(b, Function):
         targets = list(a.targets)
         known = {(id(t[0]), id(t[2])) for t in targets}
@@ -107,6 +113,22 @@ def join(a: Value, b: Value) -> Value:
     if isinstance(a, Sequence) and isinstance(b, Sequence) and len(a.items) == len(b.items):
         return Sequence(tuple(join(x, y) for x, y in zip(a.items, b.items)))
     return None
+
+
+# Submodules and module containers: joined by the union of their classes.
+MODULE_KINDS = frozenset({"module", "module_list"})
+
+
+def module_classes(ref: ClassRef | None | tuple) -> tuple:
+    """The classes a `module`/`module_list` marker's `ref` stands for."""
+    return ref if ref.__class__ is tuple else (ref,)
+
+
+def union_classes(a: ClassRef | None | tuple, b: ClassRef | None | tuple
+                  ) -> ClassRef | None | tuple:
+    classes = list(module_classes(a))
+    classes += [c for c in module_classes(b) if not any(c is d for d in classes)]
+    return classes[0] if len(classes) == 1 else tuple(classes)
 
 
 def combine(values: Iterable[Value], step) -> Value:
@@ -140,7 +162,7 @@ def element_of(value: Value) -> Value:
         return result
     if isinstance(value, Marker):
         return {"param_groups": Marker("group"), "params": Tensor(True, ("a parameter",)),
-                "module_list": Marker("module")}.get(value.kind)
+                "module_list": Marker("module", value.ref)}.get(value.kind)
     return None
 
 
@@ -181,7 +203,8 @@ def value_signature(value: Value) -> object:
     if kind is Tensor:
         return ("T", value.device, value.scheduled, value.boolean)
     if kind is Marker:
-        return ("M", value.kind, id(value.ref))
+        ref = value.ref
+        return ("M", value.kind, tuple(map(id, ref)) if ref.__class__ is tuple else id(ref))
     if kind is Sequence:
         return ("S", tuple(value_signature(v) for v in value.items))
     if kind is Container:

@@ -322,7 +322,9 @@ class FunctionWalker(StatementWalker):
                         return None
                 return Tensor(True, (ChainStep("`{}` is optimizer state", node),))
             if base.kind == "module_list":
-                return Marker("module")
+                # `self.layers[:n]` is a list of the same modules, `self.layers[i]` one.
+                return base if isinstance(index_node, ast.Slice) else \
+                    Marker("module", base.ref)
             return None
         if isinstance(base, Tensor):
             if isinstance(index, Tensor) and index.boolean and base.device:

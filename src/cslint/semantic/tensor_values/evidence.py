@@ -1,0 +1,371 @@
+"""Which parameters of a function are tensors by evidence in the function itself.
+
+Where no caller is visible (the entry analysis of a `forward` or a traced function), a
+parameter is a device tensor only with such evidence: a tensor annotation (`Tensor`,
+`Optional[torch.Tensor]`, `torch.FloatTensor`), or a use that only a tensor allows: the
+receiver of a tensor-only method (`x.view(...)`), an operand of `@`, the tensor input of a
+torch op (`torch.matmul(x, w)`, `F.softmax(x)`), an argument of an `nn` layer
+(`self.linear(x)`), or an argument that a project function or submodule itself uses as a
+tensor. A parameter used only as a number, a flag or an object (`torch.arange(n)`,
+`if flag:`, `helper.span(n)`) has none and stays unknown; `self` and `cls` never have any.
+
+One pass over a function's statements, memoised per function and class.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from cslint.semantic.module_index import FunctionInfo, dotted_name
+from cslint.semantic.project import ClassRef, ProjectIndex
+from cslint.semantic.tensor_values.calls import is_torch_library
+from cslint.semantic.tensor_values.entries import declares_python_value
+from cslint.semantic.tensor_values.values import (
+    MODULE_KINDS, ChainStep, Marker, Tensor, module_classes,
+)
+from cslint.semantic.torch_api import (
+    NON_TENSOR_TORCH, NOT_TENSOR_INPUT_FUNCTIONS, TENSOR_INPUT_NAMESPACES,
+    TENSOR_METHOD_TENSOR_ARGUMENTS, TENSOR_ONLY_METHODS, TENSOR_PAIR_FUNCTIONS,
+    TENSOR_SEQUENCE_FUNCTIONS, TENSOR_TYPE_NAMES,
+)
+
+if TYPE_CHECKING:
+    from cslint.semantic.tensor_values.class_attributes import ClassAttributes
+
+# Kinds of function whose first parameter is the instance or the class.
+METHOD_KINDS = frozenset({"method", "classmethod", "property"})
+# Functions whose evidence is being found at once (calls of callees' callees): a bound
+# on the Python stack, like the summaries' depth bound.
+MAX_DEPTH = 16
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+class ParameterEvidence:
+    """The parameters each function shows to be tensors, found once per function."""
+
+    def __init__(self, project: ProjectIndex, class_attributes: ClassAttributes):
+        self.project = project
+        self.attributes_of = class_attributes.attributes_of
+        self._found: dict[tuple, dict[str, Tensor]] = {}
+        self._in_progress: set[tuple] = set()
+
+    def tensor_parameters(self, function: FunctionInfo, ref: ClassRef | None,
+                          closure: dict | None = None) -> dict[str, Tensor]:
+        """The parameters of `function` (run for class `ref`, with a nested function's
+        enclosing values `closure`) that are tensors by evidence in the function, each
+        a device tensor whose chain says why."""
+        key = (id(function), id(ref), id(closure) if closure else None)
+        found = self._found.get(key)
+        if found is None:
+            if key in self._in_progress or len(self._in_progress) >= MAX_DEPTH:
+                return {}  # recursion: what the outer scan finds so far
+            self._in_progress.add(key)
+            try:
+                found = _Scan(self, function, ref, closure).run()
+            finally:
+                self._in_progress.discard(key)
+            self._found[key] = found
+        return found
+
+
+def is_tensor_annotation(annotation: ast.expr) -> bool:
+    """`Tensor`, `torch.FloatTensor`, `Optional[Tensor]`, `Tensor | None`, `"Tensor"`."""
+    node = annotation
+    if node.__class__ is ast.Constant and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return False
+    if node.__class__ is ast.Subscript:
+        wrapper = (dotted_name(node.value) or "").rsplit(".", 1)[-1]
+        if wrapper == "Optional":
+            return is_tensor_annotation(node.slice)
+        if wrapper == "Union" and node.slice.__class__ is ast.Tuple:
+            kept = [e for e in node.slice.elts if not _is_none(e)]
+            return len(kept) == 1 and is_tensor_annotation(kept[0])
+        return False
+    if node.__class__ is ast.BinOp and node.op.__class__ is ast.BitOr:
+        if _is_none(node.right):
+            return is_tensor_annotation(node.left)
+        return _is_none(node.left) and is_tensor_annotation(node.right)
+    name = dotted_name(node)
+    return name is not None and name.rsplit(".", 1)[-1] in TENSOR_TYPE_NAMES
+
+
+def _is_none(node: ast.expr) -> bool:
+    return node.__class__ is ast.Constant and node.value is None or \
+        node.__class__ is ast.Name and node.id == "None"
+
+
+def _bound_names(target: ast.expr) -> set[str]:
+    """The names an assignment target binds."""
+    kind = target.__class__
+    if kind is ast.Name:
+        return {target.id}
+    if kind is ast.Tuple or kind is ast.List:
+        return {n for element in target.elts for n in _bound_names(element)}
+    if kind is ast.Starred:
+        return _bound_names(target.value)
+    return set()
+
+
+class _Scan:
+    """One pass over a function: for each candidate parameter, the first use that only
+    a tensor allows, while the name still holds the parameter (a name rebound on every
+    path before a use, `x = x.shape[0]`, no longer does; one rebound in a branch may)."""
+
+    def __init__(self, evidence: ParameterEvidence, function: FunctionInfo,
+                 ref: ClassRef | None, closure: dict | None):
+        self.evidence = evidence
+        self.project = evidence.project
+        self.function = function
+        self.module = function.module
+        self.ref = ref
+        self.found: dict[str, Tensor] = {}
+        self.open: set[str] = set()  # candidates without evidence yet
+        args = function.node.args
+        positional = [*args.posonlyargs, *args.args]
+        defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        self.self_name = positional[0].arg if positional and \
+            function.kind in METHOD_KINDS else None
+        for i, (arg, default) in enumerate([*zip(positional, defaults),
+                                            *zip(args.kwonlyargs, args.kw_defaults)]):
+            if i == 0 and self.self_name is not None:
+                continue
+            # A non-tensor default (`output_attentions=False`, `dim=-1`) or annotation
+            # makes a Python value; `mask=None` may still be a tensor.
+            if default is not None and not _is_none(default):
+                continue
+            annotation = arg.annotation
+            if annotation is not None:
+                if is_tensor_annotation(annotation):
+                    self.found[arg.arg] = Tensor(True, (ChainStep(
+                        "`{}` is a tensor: annotated `{}`", arg.arg, annotation),))
+                    continue
+                if declares_python_value(annotation):
+                    continue
+            self.open.add(arg.arg)
+        # Names that hold modules: the enclosing scopes' (`model = cstorch.compile(...)`),
+        # loop variables over `self.layers`, locals bound to `self.block`.
+        self.modules: dict[str, Marker] = {
+            name: value for name, value in (closure or {}).items()
+            if value.__class__ is Marker and value.kind in MODULE_KINDS}
+
+    def run(self) -> dict[str, Tensor]:
+        if self.open:
+            self.block(self.function.node.body, frozenset())
+        return self.found
+
+    # ---- statements --------------------------------------------------------------------
+
+    def block(self, body: list[ast.stmt], rebound: frozenset[str]) -> frozenset[str]:
+        """Scan `body` with the names `rebound` on every path so far; the names rebound
+        on every path through it (sets are never changed in place: branches share them)."""
+        for statement in body:
+            if not self.open:
+                break
+            kind = statement.__class__
+            if kind is ast.If or kind is ast.While:
+                self.expression(statement.test, rebound)
+                self.block(statement.body, rebound)
+                self.block(statement.orelse, rebound)
+            elif kind is ast.For or kind is ast.AsyncFor:
+                self.expression(statement.iter, rebound)
+                self.note_module_loop(statement.target, statement.iter)
+                self.block(statement.body, rebound | _bound_names(statement.target))
+                self.block(statement.orelse, rebound)
+            elif kind is ast.With or kind is ast.AsyncWith:
+                for item in statement.items:
+                    self.expression(item.context_expr, rebound)
+                    if item.optional_vars is not None:
+                        rebound = rebound | _bound_names(item.optional_vars)
+                rebound = self.block(statement.body, rebound)
+            elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+                rebound = rebound | {statement.name}  # its own scope: not scanned
+            elif hasattr(statement, "handlers"):  # try (and try/except*)
+                for part in (statement.body, statement.orelse, statement.finalbody):
+                    self.block(part, rebound)
+                for handler in statement.handlers:
+                    self.block(handler.body, rebound | ({handler.name} if handler.name
+                                                        else set()))
+            elif hasattr(statement, "cases"):  # match
+                self.expression(statement.subject, rebound)
+                for case in statement.cases:
+                    self.block(case.body, rebound)
+            else:
+                for child in ast.iter_child_nodes(statement):
+                    self.expression(child, rebound)
+                if kind is ast.Assign:
+                    for target in statement.targets:
+                        self.note_module_assignment(target, statement.value)
+                        rebound = rebound | _bound_names(target)
+                elif kind is ast.AnnAssign and statement.value is not None:
+                    rebound = rebound | _bound_names(statement.target)
+        return rebound
+
+    def note_module_loop(self, target: ast.expr, iterable: ast.expr) -> None:
+        """`for layer in self.layers:`, `for i, layer in enumerate(self.layers):`."""
+        if iterable.__class__ is ast.Call and dotted_name(iterable.func) == "enumerate" \
+                and iterable.args and target.__class__ is ast.Tuple and len(target.elts) == 2:
+            iterable, target = iterable.args[0], target.elts[1]
+        container = self.module_value(iterable)
+        if target.__class__ is ast.Name and container is not None and \
+                container.kind == "module_list":
+            self.modules[target.id] = Marker("module", container.ref)
+
+    def note_module_assignment(self, target: ast.expr, value: ast.expr) -> None:
+        """`block = self.blocks[i]`."""
+        if target.__class__ is ast.Name:
+            module = self.module_value(value)
+            if module is not None:
+                self.modules[target.id] = module
+
+    # ---- expressions -------------------------------------------------------------------
+
+    def expression(self, node: ast.AST, rebound: frozenset[str]) -> None:
+        stack = [node]
+        while stack:
+            node = stack.pop()
+            kind = node.__class__
+            if kind is ast.Call:
+                self.call(node, rebound)
+            elif kind is ast.BinOp and node.op.__class__ is ast.MatMult:
+                for operand in (node.left, node.right):
+                    if self.is_open(operand, rebound):
+                        self.note(operand.id, node.lineno, "used in `{}`", node)
+            elif kind in _COMPREHENSIONS:
+                inner = rebound | {name for generator in node.generators
+                                   for name in _bound_names(generator.target)}
+                for generator in node.generators:
+                    stack.append(generator.iter)
+                    for condition in generator.ifs:
+                        self.expression(condition, inner)
+                for part in ((node.key, node.value) if kind is ast.DictComp else (node.elt,)):
+                    self.expression(part, inner)
+                continue
+            elif kind is ast.Lambda:
+                continue  # its own scope
+            stack.extend(ast.iter_child_nodes(node))
+
+    def is_open(self, node: ast.AST, rebound: frozenset[str]) -> bool:
+        """`node` names a parameter without evidence yet, still holding its value."""
+        return node.__class__ is ast.Name and node.id in self.open and node.id not in rebound
+
+    def note(self, name: str, line: int, use: str, *parts) -> None:
+        """`name` is a tensor: `use` (a template of `parts`) at `line` shows it."""
+        self.open.discard(name)
+        self.found[name] = Tensor(True, (ChainStep(
+            "`{}` is a tensor: " + use + " at line {}", name, *parts, str(line)),))
+
+    def call(self, node: ast.Call, rebound: frozenset[str]) -> None:
+        func = node.func
+        args = node.args
+        if func.__class__ is ast.Attribute and func.attr in TENSOR_ONLY_METHODS:
+            if self.is_open(func.value, rebound):
+                self.note(func.value.id, node.lineno, "used as `{}`",
+                          f"{func.value.id}.{func.attr}(...)")
+            position = TENSOR_METHOD_TENSOR_ARGUMENTS.get(func.attr)
+            if position is not None and position < len(args) and \
+                    self.is_open(args[position], rebound):
+                self.note(args[position].id, node.lineno, "passed to `{}`",
+                          f".{func.attr}(...)")
+        if not any(self.is_open(a, rebound) for a in args) and not any(
+                self.is_open(k.value, rebound) for k in node.keywords) and not (
+                args and args[0].__class__ in (ast.List, ast.Tuple)):
+            return  # no candidate among the arguments
+        module = self.module_value(func)
+        if module is not None:
+            self.module_arguments(node, module, rebound)
+            return
+        dotted = dotted_name(func)
+        if dotted is None:
+            return
+        if self.self_name is not None and self.ref is not None and \
+                dotted.startswith(self.self_name + ".") and dotted.count(".") == 1:
+            found = self.project.find_method(self.ref, dotted.partition(".")[2])
+            if found is not None and found.function is not None and \
+                    not self.project.is_machinery(found.owner):
+                self.through(node, found.function, self.ref, 1, rebound)
+            return
+        qualified, function, _ = self.project.callee(self.module, dotted)
+        if function is not None and not is_torch_library(qualified):
+            self.through(node, function, None, 0, rebound)
+        elif qualified is not None and is_torch_library(qualified):
+            self.torch_arguments(node, dotted, qualified, rebound)
+
+    def module_value(self, node: ast.expr) -> Marker | None:
+        """The module `node` names: `self.block`, `self.layers[i]`, a local bound to one."""
+        kind = node.__class__
+        if kind is ast.Name:
+            return self.modules.get(node.id)
+        if kind is ast.Subscript:
+            container = self.module_value(node.value)
+            if container is not None and container.kind == "module_list":
+                return Marker("module", container.ref)
+            return None
+        if kind is ast.Attribute and node.value.__class__ is ast.Name and \
+                node.value.id == self.self_name and self.ref is not None:
+            value = self.evidence.attributes_of(self.ref).get(node.attr)
+            if value.__class__ is Marker and value.kind in MODULE_KINDS:
+                return value
+        return None
+
+    def module_arguments(self, node: ast.Call, module: Marker, rebound: frozenset[str]) -> None:
+        """A submodule called: a torch.nn layer takes tensors; a project module's
+        `forward` says which of its parameters are."""
+        for ref in module_classes(module.ref) or (None,):
+            found = self.project.find_method(ref, "forward") if ref is not None else None
+            if found is not None and found.function is not None and not found.abstract \
+                    and not self.project.is_machinery(found.owner):
+                self.through(node, found.function, ref, 1, rebound)
+            else:
+                for arg in node.args:
+                    if self.is_open(arg, rebound):
+                        self.note(arg.id, node.lineno, "passed to the layer `{}`",
+                                  node.func)
+
+    def through(self, node: ast.Call, function: FunctionInfo, ref: ClassRef | None,
+                offset: int, rebound: frozenset[str]) -> None:
+        """A project function called: an argument is a tensor where the function shows
+        that parameter to be one."""
+        tensors = self.evidence.tensor_parameters(function, ref)
+        if not tensors:
+            return
+        names = function.parameter_names
+        for i, arg in enumerate(node.args):
+            if arg.__class__ is ast.Starred:
+                break
+            if self.is_open(arg, rebound) and offset + i < len(names) and \
+                    names[offset + i] in tensors:
+                self.note(arg.id, node.lineno, "passed to `{}()`, which uses it as a tensor,",
+                          node.func)
+        for keyword in node.keywords:
+            if keyword.arg in tensors and self.is_open(keyword.value, rebound):
+                self.note(keyword.value.id, node.lineno,
+                          "passed to `{}()`, which uses it as a tensor,", node.func)
+
+    def torch_arguments(self, node: ast.Call, dotted: str, qualified: str,
+                        rebound: frozenset[str]) -> None:
+        """The tensor inputs of a torch op: `torch.matmul(x, w)`, `F.softmax(x)`,
+        `torch.cat([x, y])`; none for ops taking sizes or Python values first."""
+        namespace, _, name = qualified.rpartition(".")
+        # (Private helpers and classes, `torch.Size(...)`, take other things.)
+        if namespace not in TENSOR_INPUT_NAMESPACES or name.startswith("_") or \
+                name[:1].isupper() or qualified in NON_TENSOR_TORCH:
+            return
+        args = node.args
+        if name in TENSOR_SEQUENCE_FUNCTIONS:
+            inputs = args[0].elts if args and args[0].__class__ in (ast.List, ast.Tuple) else []
+        elif name == "einsum":
+            inputs = args[1:]
+        elif name in NOT_TENSOR_INPUT_FUNCTIONS:
+            return
+        else:
+            inputs = args[:2] if name in TENSOR_PAIR_FUNCTIONS else args[:1]
+            inputs = [*inputs, *(k.value for k in node.keywords if k.arg == "input")]
+        for arg in inputs:
+            if self.is_open(arg, rebound):
+                self.note(arg.id, node.lineno, "passed to `{}()`", dotted)
+
