@@ -100,8 +100,10 @@ TENSOR_METHOD_TENSOR_ARGUMENTS = {
 # Tensor annotations (the last name of a dotted annotation, inside `Optional[...]`).
 TENSOR_TYPE_NAMES = frozenset({
     "Tensor", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor", "HalfTensor",
-    "BFloat16Tensor", "DoubleTensor", "ByteTensor", "CharTensor", "ShortTensor",
+    "BFloat16Tensor", "DoubleTensor", "ByteTensor", "CharTensor", "ShortTensor", "Parameter",
 })
+# Annotations that declare nothing: a parameter annotated so still needs evidence.
+UNDECLARING_ANNOTATIONS = frozenset({"Any", "object"})
 # The namespaces whose functions take a tensor `input` first (`torch.matmul(x, w)`,
 # `F.softmax(x)`), and their functions that do not: creation ops and others taking
 # sizes, Python values or other objects first.

@@ -33,6 +33,7 @@ class TensorValueAnalysis:
         # object would cost one attribute lookup more per call.
         self.is_host_function = self.entry_points.is_host_function
         self.attributes_of = self.class_attributes.attributes_of
+        self.forward_of = self.class_attributes.forward_of
         self.python_state_keys = self.class_attributes.python_state_keys
         self._summaries: dict[tuple, Value] = {}
         self._class_dependent: dict[tuple, bool] = {}

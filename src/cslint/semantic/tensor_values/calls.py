@@ -270,16 +270,19 @@ class CallEvaluator:
     def module_call(self, module: Marker) -> Value:
         """A module called (a Sequential: its elements): a project class's `forward`
         under the call's arguments gives its value (a tuple stays a tuple); a torch.nn
-        layer's output, or that of a class we cannot see, is a tensor."""
+        layer's output is a tensor; a class we cannot see gives nothing known."""
+        classes = module_classes(module.ref)
         result = None
-        for ref in module_classes(module.ref) or (None,):
-            found = self.walker.project.find_method(ref, "forward") if ref is not None \
-                else None
-            if found is None or found.function is None or found.abstract or \
-                    self.walker.project.is_machinery(found.owner):
+        for ref in classes:
+            forward = self.walker.analysis.forward_of(ref)
+            if forward.__class__ is FunctionInfo:
+                # Of several classes the call reaches one, we cannot tell which: each
+                # runs as where no caller is visible (the arguments may fit only one).
+                output = self.run_method(forward, ref, with_arguments=len(classes) == 1)
+            elif forward:
                 output = Tensor(True, (ChainStep("`{}` is a module's output", self.node),))
             else:
-                output = self.run_method(found.function, ref)
+                output = None
             result = join(result, output)
         return result
 
@@ -294,19 +297,18 @@ class CallEvaluator:
             return self.module_call(Marker("module"))
         return self.run_method(found.function, ref)
 
-    def run_method(self, function: FunctionInfo, ref: ClassRef) -> Value:
+    def run_method(self, function: FunctionInfo, ref: ClassRef, with_arguments: bool = True
+                   ) -> Value:
         """A method of a submodule of class `ref` called with this call's arguments; an
         argument we know nothing of is what the method itself shows (its evidence)."""
         analysis = self.walker.analysis
-        values = list(self.bindings(function, True, ref))
+        evidence = analysis.entry_points.input_bindings(function, ref)
+        values = list(self.bindings(function, True, ref)) if with_arguments else \
+            list(evidence)
         if values:
             values[0] = Marker("module_self", ref)
-        args = function.node.args
-        names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
-        tensors = analysis.evidence.tensor_parameters(function, ref)
-        if tensors:
-            values = [tensors.get(name) if value is None else value
-                      for name, value in zip(names, values)]
+        values = [value if value is not None else known
+                  for value, known in zip(values, evidence)]
         return analysis.summary(function, ref, tuple(values))
 
     # -- builtins and libraries ----------------------------------------------------------------

@@ -11,7 +11,7 @@ from cslint.semantic.module_index import (
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
 from cslint.semantic.tensor_values.values import (
-    MODULE_KINDS, Function, Marker, Tensor, Value, join, union_classes,
+    MODULE_KINDS, UNSEEN_MODULE_CLASS, Function, Marker, Tensor, Value, join, union_classes,
 )
 from cslint.semantic.torch_api import COMPILE
 
@@ -25,6 +25,7 @@ class ClassAttributes:
         self._own: dict[int, tuple[dict[str, Value], frozenset[str]]] = {}
         self._along_mro: dict[int, tuple[dict[str, Value], frozenset[str]]] = {}
         self._python_keys_cache: dict[int, frozenset[str]] = {}
+        self._forwards: dict[int, FunctionInfo | bool] = {}
 
     def _of_class(self, info: ClassInfo, owner: ClassRef
                   ) -> tuple[dict[str, Value], frozenset[str]]:
@@ -41,6 +42,7 @@ class ClassAttributes:
         for method in info.methods.values():
             if not _may_set_up_attributes(method):
                 continue  # sets up no `self.X`
+            lists = _local_lists(method)
             # Statements, and the calls they make directly, hold every fact we want here:
             # far fewer nodes than a walk over every expression.
             for node in method.statements:
@@ -49,7 +51,7 @@ class ClassAttributes:
                     target = node.targets[0]
                     if target.__class__ is ast.Attribute and \
                             target.value.__class__ is ast.Name and target.value.id == "self":
-                        value = self._attribute_value(module, owner, node.value)
+                        value = self._attribute_value(module, owner, node.value, lists)
                         if value is not None:
                             values[target.attr] = _reassigned(values.get(target.attr), value)
                 elif kind is ast.Call and node.func.__class__ is ast.Attribute \
@@ -79,7 +81,7 @@ class ClassAttributes:
                 values[name] = Marker("module_list", classes)
         for name, value in values.items():
             if value.__class__ is Marker and value.kind == "module_list" and value.ref == ():
-                values[name] = Marker("module_list")  # elements we never saw
+                values[name] = Marker("module_list", UNSEEN_MODULE_CLASS)  # never filled
         found = (values, frozenset(python_keys))
         self._own[id(info)] = found
         return found
@@ -119,6 +121,27 @@ class ClassAttributes:
             cached = self._python_keys_cache[id(info)] = frozenset(keys)
         return cached
 
+    def forward_of(self, ref: ClassRef | None) -> FunctionInfo | bool:
+        """What calling a module of class `ref` (an element of a module marker's classes)
+        runs: the project `forward`; True for a torch.nn layer (None, or a project class
+        whose `forward` comes from one), whose inputs and output are tensors; False for
+        a class we cannot see."""
+        if ref is None:
+            return True
+        if ref is UNSEEN_MODULE_CLASS:
+            return False
+        found = self._forwards.get(id(ref))
+        if found is None:
+            lookup = self.project.find_method(ref, "forward")
+            if lookup is not None and lookup.function is not None and not lookup.abstract \
+                    and not self.project.is_machinery(lookup.owner):
+                found = lookup.function
+            else:
+                unseen = next((e for e in self.project.mro(ref) if e.unknown), None)
+                found = unseen is not None and unseen.name.startswith("torch.nn.")
+            self._forwards[id(ref)] = found
+        return found
+
     def attributes_of(self, ref: ClassRef) -> dict[str, Value]:
         """What `self.X` holds in the methods of `ref`, by attribute name."""
         return self._merged(ref)[0]
@@ -127,15 +150,16 @@ class ClassAttributes:
         """State keys `ref` (or a class of its MRO) stores Python numbers under."""
         return self._merged(ref)[1] if ref is not None else frozenset()
 
-    def _attribute_value(self, module: ModuleIndex, owner: ClassRef, node: ast.expr) -> Value:
+    def _attribute_value(self, module: ModuleIndex, owner: ClassRef, node: ast.expr,
+                         lists: dict[str, list] | None = None) -> Value:
         if isinstance(node, ast.IfExp):  # `self.update_fn = a if flag else b`
-            return join(self._attribute_value(module, owner, node.body),
-                        self._attribute_value(module, owner, node.orelse))
+            return join(self._attribute_value(module, owner, node.body, lists),
+                        self._attribute_value(module, owner, node.orelse, lists))
         structural = _self_structure(node)
         if structural is not None:
             return structural
         if isinstance(node, ast.Call):
-            return constructed_value(self.project, module, node)
+            return constructed_value(self.project, module, node, lists)
         dotted = dotted_name(node)
         if dotted is None:
             return None
@@ -150,8 +174,10 @@ class ClassAttributes:
         return None
 
 
-def constructed_value(project: ProjectIndex, module: ModuleIndex, call: ast.Call) -> Value:
-    """What calling a class or factory gives, when it is a module."""
+def constructed_value(project: ProjectIndex, module: ModuleIndex, call: ast.Call,
+                      lists: dict[str, list] | None = None) -> Value:
+    """What calling a class or factory gives, when it is a module. `lists`: the elements
+    of the local lists a module container may be built from (`nn.ModuleList(blocks)`)."""
     dotted = dotted_name(call.func)
     if dotted is None:
         return None
@@ -166,10 +192,10 @@ def constructed_value(project: ProjectIndex, module: ModuleIndex, call: ast.Call
         if name in ("ModuleList", "Sequential", "ModuleDict"):
             # Calling one (a Sequential) runs its elements; indexing or iterating one
             # gives an element.
-            elements = [e for arg in call.args for e in _elements(arg)] \
-                if name == "Sequential" else _elements(call.args[0]) if call.args else []
+            elements = [e for arg in call.args for e in _elements(arg, lists)] \
+                if name == "Sequential" else _elements(call.args[0], lists) if call.args else []
             if any(e is None for e in elements):
-                return Marker("module_list")  # elements we cannot list
+                return Marker("module_list", UNSEEN_MODULE_CLASS)  # elements we cannot list
             element = None
             for node in elements:
                 marker = _element_marker(project, module, node)
@@ -184,15 +210,18 @@ def constructed_value(project: ProjectIndex, module: ModuleIndex, call: ast.Call
     return None
 
 
-def _elements(node: ast.expr) -> list[ast.expr | None]:
+def _elements(node: ast.expr, lists: dict[str, list] | None = None) -> list[ast.expr | None]:
     """The element expressions of a module container's argument (`[Block() for _ in
-    range(n)]`, `{"a": Head()}`, `*[...]`); None for one we cannot list."""
+    range(n)]`, `{"a": Head()}`, `*[...]`, a local list in `lists`); None for one we
+    cannot list."""
     kind = node.__class__
     if kind is ast.Starred:
-        return _elements(node.value)
+        return _elements(node.value, lists)
+    if kind is ast.Name:
+        return (lists or {}).get(node.id) or [None]
     if kind is ast.List or kind is ast.Tuple:
         return [e for element in node.elts for e in (
-            _elements(element) if element.__class__ is ast.Starred else [element])]
+            _elements(element, lists) if element.__class__ is ast.Starred else [element])]
     if kind is ast.ListComp or kind is ast.GeneratorExp:
         return [node.elt]
     if kind is ast.Dict:
@@ -204,14 +233,42 @@ def _elements(node: ast.expr) -> list[ast.expr | None]:
     return [None]
 
 
+def _local_lists(method: FunctionInfo) -> dict[str, list] | None:
+    """The elements of a method's local lists (`blocks = []`, `blocks.append(Block(i))`),
+    for the module containers built from them; None where the method builds none."""
+    text = method.source_text
+    if text is not None and "ModuleList(" not in text and "Sequential(" not in text:
+        return None
+    lists: dict[str, list] = {}
+    for node in method.statements:
+        kind = node.__class__
+        if kind is ast.Assign and len(node.targets) == 1 and \
+                node.targets[0].__class__ is ast.Name:
+            value = node.value
+            lists.setdefault(node.targets[0].id, []).extend(
+                _elements(value) if value.__class__ in (ast.List, ast.ListComp) else [None])
+        elif kind is ast.Call and node.func.__class__ is ast.Attribute and \
+                node.func.value.__class__ is ast.Name and node.args and \
+                node.func.attr in ("append", "extend"):
+            lists.setdefault(node.func.value.id, []).extend(
+                [node.args[0]] if node.func.attr == "append" else _elements(node.args[0]))
+    return lists
+
+
 def _element_marker(project: ProjectIndex, module: ModuleIndex, node: ast.expr | None
                     ) -> Marker:
-    """The module an element expression builds: a submodule of its class, or one of a
-    class we cannot see (a torch.nn layer for all we know)."""
+    """The module an element expression of a module container builds: one of its class
+    (a project class even where its bases are out of sight: a container holds modules),
+    or of a class we cannot see."""
     value = constructed_value(project, module, node) if node.__class__ is ast.Call else None
     if value.__class__ is Marker and value.kind == "module_list":
         return Marker("module", value.ref)  # a nested Sequential: its elements run
-    return value if value.__class__ is Marker else Marker("module")
+    if value is None and node.__class__ is ast.Call:
+        dotted = dotted_name(node.func)
+        found = project.resolve_in_module(module, dotted) if dotted else None
+        if isinstance(found, ClassInfo):
+            return Marker("module", project.ref_for_info(found))
+    return value if value.__class__ is Marker else Marker("module", UNSEEN_MODULE_CLASS)
 
 
 def _reassigned(previous: Value, value: Value) -> Value:

@@ -27,7 +27,7 @@ from cslint.semantic.tensor_values.values import (
 from cslint.semantic.torch_api import (
     NON_TENSOR_TORCH, NOT_TENSOR_INPUT_FUNCTIONS, TENSOR_INPUT_NAMESPACES,
     TENSOR_METHOD_TENSOR_ARGUMENTS, TENSOR_ONLY_METHODS, TENSOR_PAIR_FUNCTIONS,
-    TENSOR_SEQUENCE_FUNCTIONS, TENSOR_TYPE_NAMES,
+    TENSOR_SEQUENCE_FUNCTIONS, TENSOR_TYPE_NAMES, UNDECLARING_ANNOTATIONS,
 )
 
 if TYPE_CHECKING:
@@ -48,7 +48,10 @@ class ParameterEvidence:
     def __init__(self, project: ProjectIndex, class_attributes: ClassAttributes):
         self.project = project
         self.attributes_of = class_attributes.attributes_of
-        self._found: dict[tuple, dict[str, Tensor]] = {}
+        self.forward_of = class_attributes.forward_of
+        # Per function, class and closure: the tensor parameters, and those of them a
+        # use shows (not only an annotation).
+        self._found: dict[tuple, tuple[dict[str, Tensor], frozenset[str]]] = {}
         self._in_progress: set[tuple] = set()
 
     def tensor_parameters(self, function: FunctionInfo, ref: ClassRef | None,
@@ -56,17 +59,28 @@ class ParameterEvidence:
         """The parameters of `function` (run for class `ref`, with a nested function's
         enclosing values `closure`) that are tensors by evidence in the function, each
         a device tensor whose chain says why."""
+        return self._scanned(function, ref, closure)[0]
+
+    def used_as_tensors(self, function: FunctionInfo, ref: ClassRef | None) -> frozenset[str]:
+        """The parameters a use in `function` shows to be tensors: what a caller's
+        argument is by passing it there (an annotation alone is the callee's word, and
+        real code passes lists to parameters annotated `Tensor`)."""
+        return self._scanned(function, ref, None)[1]
+
+    def _scanned(self, function: FunctionInfo, ref: ClassRef | None, closure: dict | None
+                 ) -> tuple[dict[str, Tensor], frozenset[str]]:
         key = (id(function), id(ref), id(closure) if closure else None)
         found = self._found.get(key)
         if found is None:
             if key in self._in_progress or len(self._in_progress) >= MAX_DEPTH:
-                return {}  # recursion: what the outer scan finds so far
+                return {}, frozenset()  # recursion: what the outer scan finds so far
             self._in_progress.add(key)
             try:
-                found = _Scan(self, function, ref, closure).run()
+                scan = _Scan(self, function, ref, closure)
+                scan.run()
             finally:
                 self._in_progress.discard(key)
-            self._found[key] = found
+            found = self._found[key] = (scan.found, frozenset(scan.used))
         return found
 
 
@@ -92,6 +106,19 @@ def is_tensor_annotation(annotation: ast.expr) -> bool:
         return _is_none(node.left) and is_tensor_annotation(node.right)
     name = dotted_name(node)
     return name is not None and name.rsplit(".", 1)[-1] in TENSOR_TYPE_NAMES
+
+
+def _may_name_a_tensor(annotation: ast.expr) -> bool:
+    """Whether an annotation may let the value be a tensor: one that names a tensor type
+    somewhere (`Union[Tensor, list[Tensor]]`), or declares nothing (`Any`)."""
+    for node in ast.walk(annotation):
+        kind = node.__class__
+        name = node.id if kind is ast.Name else node.attr if kind is ast.Attribute else \
+            node.value if kind is ast.Constant and isinstance(node.value, str) else None
+        if name is not None and (name in UNDECLARING_ANNOTATIONS or "Tensor" in name
+                                 or "Parameter" in name):
+            return True
+    return False
 
 
 def _is_none(node: ast.expr) -> bool:
@@ -124,7 +151,8 @@ class _Scan:
         self.module = function.module
         self.ref = ref
         self.found: dict[str, Tensor] = {}
-        self.open: set[str] = set()  # candidates without evidence yet
+        self.used: set[str] = set()  # found by a use
+        self.open: set[str] = set()  # candidates without a use yet
         args = function.node.args
         positional = [*args.posonlyargs, *args.args]
         defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
@@ -143,9 +171,10 @@ class _Scan:
                 if is_tensor_annotation(annotation):
                     self.found[arg.arg] = Tensor(True, (ChainStep(
                         "`{}` is a tensor: annotated `{}`", arg.arg, annotation),))
+                    self.open.add(arg.arg)  # a use shows it too, for the callers
                     continue
-                if declares_python_value(annotation):
-                    continue
+                if declares_python_value(annotation) or not _may_name_a_tensor(annotation):
+                    continue  # declared another type: `size: tuple[int, int]`, `cache: Cache`
             self.open.add(arg.arg)
         # Names that hold modules: the enclosing scopes' (`model = cstorch.compile(...)`),
         # loop variables over `self.layers`, locals bound to `self.block`.
@@ -153,10 +182,9 @@ class _Scan:
             name: value for name, value in (closure or {}).items()
             if value.__class__ is Marker and value.kind in MODULE_KINDS}
 
-    def run(self) -> dict[str, Tensor]:
+    def run(self) -> None:
         if self.open:
             self.block(self.function.node.body, frozenset())
-        return self.found
 
     # ---- statements --------------------------------------------------------------------
 
@@ -256,8 +284,10 @@ class _Scan:
     def note(self, name: str, line: int, use: str, *parts) -> None:
         """`name` is a tensor: `use` (a template of `parts`) at `line` shows it."""
         self.open.discard(name)
-        self.found[name] = Tensor(True, (ChainStep(
-            "`{}` is a tensor: " + use + " at line {}", name, *parts, str(line)),))
+        self.used.add(name)
+        if name not in self.found:  # (an annotation says it first)
+            self.found[name] = Tensor(True, (ChainStep(
+                "`{}` is a tensor: " + use + " at line {}", name, *parts, str(line)),))
 
     def call(self, node: ast.Call, rebound: frozenset[str]) -> None:
         func = node.func
@@ -314,13 +344,12 @@ class _Scan:
 
     def module_arguments(self, node: ast.Call, module: Marker, rebound: frozenset[str]) -> None:
         """A submodule called: a torch.nn layer takes tensors; a project module's
-        `forward` says which of its parameters are."""
-        for ref in module_classes(module.ref) or (None,):
-            found = self.project.find_method(ref, "forward") if ref is not None else None
-            if found is not None and found.function is not None and not found.abstract \
-                    and not self.project.is_machinery(found.owner):
-                self.through(node, found.function, ref, 1, rebound)
-            else:
+        `forward` says which of its parameters are; one we cannot see says nothing."""
+        for ref in module_classes(module.ref):
+            forward = self.evidence.forward_of(ref)
+            if forward.__class__ is FunctionInfo:
+                self.through(node, forward, ref, 1, rebound)
+            elif forward:
                 for arg in node.args:
                     if self.is_open(arg, rebound):
                         self.note(arg.id, node.lineno, "passed to the layer `{}`",
@@ -330,7 +359,7 @@ class _Scan:
                 offset: int, rebound: frozenset[str]) -> None:
         """A project function called: an argument is a tensor where the function shows
         that parameter to be one."""
-        tensors = self.evidence.tensor_parameters(function, ref)
+        tensors = self.evidence.used_as_tensors(function, ref)
         if not tensors:
             return
         names = function.parameter_names

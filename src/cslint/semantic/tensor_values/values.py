@@ -40,8 +40,8 @@ class Marker:
     kind: str  # param_groups, group, params, state_map, param_state, module, module_list,
     # optimizer_self, scheduler_self, module_self
     # The class; for `module` (a submodule) and `module_list` (its elements): a project
-    # nn.Module class, None (a torch.nn layer or a class we cannot see), or a tuple of
-    # those when conditional assignments or mixed elements give several.
+    # class, None (a torch.nn layer), UNSEEN_MODULE_CLASS, or a tuple of those when
+    # conditional assignments or mixed elements give several.
     ref: ClassRef | None | tuple = None
 
 
@@ -117,6 +117,9 @@ def join(a: Value, b: Value) -> Value:
 
 # Submodules and module containers: joined by the union of their classes.
 MODULE_KINDS = frozenset({"module", "module_list"})
+# The class of a module built by a call we cannot follow (`make_block(cfg)`, elements of
+# `nn.ModuleList(blocks)`): not a torch.nn layer, whose inputs are known to be tensors.
+UNSEEN_MODULE_CLASS = ClassRef("<a module class we cannot see>")
 
 
 def module_classes(ref: ClassRef | None | tuple) -> tuple:
