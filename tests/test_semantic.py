@@ -267,6 +267,25 @@ def test_a_project_package_named_like_cstorch_is_not_machinery(tmp_path):
     assert not project.is_machinery(project.ref_for_info(optimizer))
 
 
+def test_a_module_name_given_twice_resolves_beside_the_importer_whatever_the_path_typed(
+        tmp_path, monkeypatch):
+    """Two scripts folders each have a `util.py`: `from util import Base` in b/x.py is
+    b/util.py's, also when b/x.py is typed relative and the other files are found from
+    the project root."""
+    write(tmp_path, {"pyproject.toml": "", "a/util.py": "class Base:\n    pass\n",
+                     "b/util.py": """
+        import cerebras.pytorch as cstorch
+
+        class Base(cstorch.optim.Optimizer):
+            def preinitialize(self):
+                pass
+        """, "b/x.py": "from util import Base\n\nclass Mine(Base):\n" + STEP_CREATES})
+    monkeypatch.chdir(tmp_path / "b")
+    result = lint(["x.py"], Config())
+    assert not result.errors, [e.render() for e in result.errors]
+    assert {(f.path, f.location.line, f.code) for f in result.findings} == {("x.py", 8, "CS101")}
+
+
 def test_configured_optimizer_base(tmp_path):
     write(tmp_path, {"mine.py": "from mycorp.optim import CerebrasOptimizer\n\n"
                                 "class Mine(CerebrasOptimizer):\n"

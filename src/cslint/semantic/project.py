@@ -9,10 +9,9 @@ classes), which kind of class it is, and where a method is defined.
 from __future__ import annotations
 
 import ast
-import os
+import posixpath
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import Protocol, Union
 
 from cslint.config import Config, Version
@@ -129,7 +128,7 @@ class ProjectIndex:
         if len(candidates) > 1 and origin is not None:
             for candidate in candidates:
                 module = candidate if isinstance(candidate, ModuleIndex) else candidate.module
-                if module.path.parent == origin.path.parent:
+                if posixpath.dirname(module.location) == posixpath.dirname(origin.location):
                     return candidate
         return candidates[0]
 
@@ -300,15 +299,8 @@ class ProjectIndex:
         return self._machinery[key]
 
     def _find_machinery_root(self, ref: ClassRef) -> str | None:
-        path = None
         for (class_name, suffix), root in MACHINERY_FILES.items():
-            if ref.info.name != class_name:
-                continue
-            if path is None:
-                # Absolute, as imports see it: the path as typed (`optim/optimizer.py`
-                # from inside the package) does not show which package the file is in.
-                path = Path(os.path.abspath(ref.info.module.path)).as_posix()
-            if path.endswith("/" + suffix):
+            if ref.info.name == class_name and ref.info.module.path_ends_with(suffix):
                 return root
         if ref.info.qualname in self.optimizer_roots or ref.info.qualname in self.scheduler_roots:
             return ref.info.qualname
