@@ -248,10 +248,6 @@ XFAIL_MARKS: dict[tuple[str, str], str] = {
         "reached only in a replay where line 37 created 'exp_avg_sq' unchecked; the runtime "
         "then calls the write a rebinding (CS102: the key exists by then), the linter a new "
         "key (CS101: preinitialize() never made it)",
-    ("traced/lr_scalar.py", "lr_copy = torch.tensor(lr)"):
-        "torch.tensor() of the 0-dim lr tensor copies it as a tensor (no "
-        "aten._local_scalar_dense, no conversion the guard sees), so the runtime accepts it "
-        "(the linter: CS205, a scheduled lr where PyTorch wants a Python number)",
     ("traced/materialize.py", 'logger.info("grad norm %s", norm)'): _LOGGING,
     ("traced/modules_forward.py", 'logger.debug("block output %s", h)'): _LOGGING,
     ("traced/propagation.py", 'logging.info("largest %s", largest)'): _LOGGING,

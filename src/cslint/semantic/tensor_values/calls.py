@@ -359,9 +359,6 @@ class CallEvaluator:
                              node.args[1] if len(node.args) > 1 else None)
             if is_device(fill):
                 walker.scalar_argument(fill_node, fill, f"the fill value of `{qualified}()`")
-        if name == "tensor" and self.args and isinstance(self.args[0], Tensor) \
-                and self.args[0].device:
-            walker.scalar_argument(node.args[0], self.args[0], "`torch.tensor()`")
         if name in CREATION_SIZE_FUNCTIONS:
             self.check_sizes(self.args, f"the size of `{qualified}()`")
         if name in DATA_DEPENDENT_SHAPE and any(is_device(a) for a in self.args[:1]):
