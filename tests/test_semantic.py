@@ -211,9 +211,10 @@ def test_abstract_classes_are_not_reported(tmp_path):
     assert findings(tmp_path, "mine.py") == {("mine.py", 10, "CS103")}
 
 
-def test_machinery_is_recognised_by_class_name_and_path(tmp_path):
-    write(tmp_path, {"cerebras/pytorch/__init__.py": "", "cerebras/pytorch/optim/__init__.py": "",
-                     "cerebras/pytorch/optim/optimizer.py": """
+CSTORCH_OPTIM_PACKAGE = {
+    "cerebras/pytorch/__init__.py": "",
+    "cerebras/pytorch/optim/__init__.py": "",
+    "cerebras/pytorch/optim/optimizer.py": """
         from abc import ABC, abstractmethod
         import torch
 
@@ -230,15 +231,59 @@ def test_machinery_is_recognised_by_class_name_and_path(tmp_path):
             @abstractmethod
             def step(self, closure=None):
                 ...
-        """, "cerebras/pytorch/optim/sgd.py": """
+        """,
+    "cerebras/pytorch/optim/sgd.py": """
         from .optimizer import Optimizer
 
         class SGD(Optimizer):
             def preinitialize(self):
                 pass
-        """})
+        """,
+}
+
+
+def test_machinery_is_recognised_by_class_name_and_path(tmp_path):
+    write(tmp_path, CSTORCH_OPTIM_PACKAGE)
     found = findings(tmp_path, "cerebras", cstorch_version=(2, 4))
     assert found == {("sgd.py", 4, "CS103"), ("sgd.py", 4, "CS106")}
+
+
+def test_machinery_is_recognised_whatever_the_path_typed(tmp_path, monkeypatch):
+    """`optim/` typed from inside the package names the same files as the absolute path."""
+    write(tmp_path, CSTORCH_OPTIM_PACKAGE)
+    monkeypatch.chdir(tmp_path / "cerebras/pytorch")
+    result = lint(["optim"], Config(cstorch_version=(2, 4)), project_root=tmp_path)
+    assert not result.errors, [e.render() for e in result.errors]
+    found = {(f.path, f.location.line, f.code) for f in result.findings}
+    assert found == {("optim/sgd.py", 4, "CS103"), ("optim/sgd.py", 4, "CS106")}
+
+
+def test_a_project_package_named_like_cstorch_is_not_machinery(tmp_path):
+    """Only `cerebras/pytorch/optim/` is cstorch's: `mylib/pytorch/optim/` is user code."""
+    write(tmp_path, {name.replace("cerebras/", "mylib/"): text
+                     for name, text in CSTORCH_OPTIM_PACKAGE.items()})
+    project = index(tmp_path, "mylib/pytorch/optim/optimizer.py")
+    [optimizer] = project.modules[0].classes.values()
+    assert not project.is_machinery(project.ref_for_info(optimizer))
+
+
+def test_a_module_name_given_twice_resolves_beside_the_importer_whatever_the_path_typed(
+        tmp_path, monkeypatch):
+    """Two scripts folders each have a `util.py`: `from util import Base` in b/x.py is
+    b/util.py's, also when b/x.py is typed relative and the other files are found from
+    the project root."""
+    write(tmp_path, {"pyproject.toml": "", "a/util.py": "class Base:\n    pass\n",
+                     "b/util.py": """
+        import cerebras.pytorch as cstorch
+
+        class Base(cstorch.optim.Optimizer):
+            def preinitialize(self):
+                pass
+        """, "b/x.py": "from util import Base\n\nclass Mine(Base):\n" + STEP_CREATES})
+    monkeypatch.chdir(tmp_path / "b")
+    result = lint(["x.py"], Config())
+    assert not result.errors, [e.render() for e in result.errors]
+    assert {(f.path, f.location.line, f.code) for f in result.findings} == {("x.py", 8, "CS101")}
 
 
 def test_configured_optimizer_base(tmp_path):

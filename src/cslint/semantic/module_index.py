@@ -218,6 +218,17 @@ class ModuleIndex:
     # The source lines (shared with the SourceFile, not copied), for text prefilters.
     source_lines: list[str] = field(default_factory=list, repr=False)
 
+    @cached_property
+    def location(self) -> str:
+        """The file's absolute path, posix-style, as imports see it (symlinks kept, like
+        the module name): which package a file is in must not depend on how its path was
+        typed (`optim/optimizer.py` from inside the package)."""
+        return Path(os.path.abspath(self.path)).as_posix()
+
+    def path_ends_with(self, suffix: str) -> bool:
+        """Whether the absolute path ends with `suffix` at a folder boundary."""
+        return self.location.endswith("/" + suffix)
+
     def imports_from(self, roots: Iterable[str]) -> bool:
         """Whether the module imports a name from one of the packages `roots`."""
         return any(target == root or target.startswith(root + ".")

@@ -26,17 +26,21 @@ TORCH_SCHEDULERS = ("torch.optim.lr_scheduler.LRScheduler", "torch.optim.lr_sche
 NN_MODULE = "torch.nn.modules.module.Module"
 
 # Classes that are machinery rather than user code, recognised in source by class
-# name plus the end of their file's path (`cerebras` is a namespace package, so the
-# `__init__.py` chain alone does not name it).
+# name plus the end of their file's absolute path (`cerebras` is a namespace package,
+# so the `__init__.py` chain alone does not name it). The cstorch entries name the
+# whole package path, `cerebras/pytorch/optim/` or our runtime's `cslint/cstorch/optim/`:
+# a project's own `mylib/pytorch/optim/lr_scheduler.py` is user code.
 MACHINERY_FILES = {
-    ("Optimizer", "pytorch/optim/optimizer.py"): CSTORCH_OPTIMIZER,
-    ("Scheduler", "pytorch/optim/scheduler.py"): CSTORCH_SCHEDULERS[0],
-    ("LRScheduler", "pytorch/optim/lr_scheduler.py"): CSTORCH_SCHEDULERS[1],
-    ("WeightDecayScheduler", "pytorch/optim/weight_decay_scheduler.py"): CSTORCH_SCHEDULERS[2],
-    ("Optimizer", "cstorch/optim/optimizer.py"): CSTORCH_OPTIMIZER,
-    ("Scheduler", "cstorch/optim/scheduler.py"): CSTORCH_SCHEDULERS[0],
-    ("LRScheduler", "cstorch/optim/lr_scheduler.py"): CSTORCH_SCHEDULERS[1],
-    ("WeightDecayScheduler", "cstorch/optim/weight_decay_scheduler.py"): CSTORCH_SCHEDULERS[2],
+    ("Optimizer", "cerebras/pytorch/optim/optimizer.py"): CSTORCH_OPTIMIZER,
+    ("Scheduler", "cerebras/pytorch/optim/scheduler.py"): CSTORCH_SCHEDULERS[0],
+    ("LRScheduler", "cerebras/pytorch/optim/lr_scheduler.py"): CSTORCH_SCHEDULERS[1],
+    ("WeightDecayScheduler", "cerebras/pytorch/optim/weight_decay_scheduler.py"):
+        CSTORCH_SCHEDULERS[2],
+    ("Optimizer", "cslint/cstorch/optim/optimizer.py"): CSTORCH_OPTIMIZER,
+    ("Scheduler", "cslint/cstorch/optim/scheduler.py"): CSTORCH_SCHEDULERS[0],
+    ("LRScheduler", "cslint/cstorch/optim/lr_scheduler.py"): CSTORCH_SCHEDULERS[1],
+    ("WeightDecayScheduler", "cslint/cstorch/optim/weight_decay_scheduler.py"):
+        CSTORCH_SCHEDULERS[2],
     ("Optimizer", "torch/optim/optimizer.py"): TORCH_OPTIMIZER,
     ("LRScheduler", "torch/optim/lr_scheduler.py"): TORCH_SCHEDULERS[0],
     ("_LRScheduler", "torch/optim/lr_scheduler.py"): TORCH_SCHEDULERS[1],

@@ -9,6 +9,7 @@ classes), which kind of class it is, and where a method is defined.
 from __future__ import annotations
 
 import ast
+import posixpath
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol, Union
@@ -127,7 +128,7 @@ class ProjectIndex:
         if len(candidates) > 1 and origin is not None:
             for candidate in candidates:
                 module = candidate if isinstance(candidate, ModuleIndex) else candidate.module
-                if module.path.parent == origin.path.parent:
+                if posixpath.dirname(module.location) == posixpath.dirname(origin.location):
                     return candidate
         return candidates[0]
 
@@ -298,9 +299,8 @@ class ProjectIndex:
         return self._machinery[key]
 
     def _find_machinery_root(self, ref: ClassRef) -> str | None:
-        path = ref.info.module.path.as_posix()
         for (class_name, suffix), root in MACHINERY_FILES.items():
-            if ref.info.name == class_name and path.endswith("/" + suffix):
+            if ref.info.name == class_name and ref.info.module.path_ends_with(suffix):
                 return root
         if ref.info.qualname in self.optimizer_roots or ref.info.qualname in self.scheduler_roots:
             return ref.info.qualname

@@ -782,5 +782,4 @@ def is_torch_scheduler_class(project: ProjectIndex, ref: ClassRef) -> bool:
     root = project.machinery_root(ref)
     if root in TORCH_SCHEDULERS:
         return True
-    return ref.info is not None and ref.info.module.path.as_posix().endswith(
-        "torch/optim/lr_scheduler.py")
+    return ref.info is not None and ref.info.module.path_ends_with("torch/optim/lr_scheduler.py")

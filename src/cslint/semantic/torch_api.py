@@ -17,6 +17,8 @@ TRACE_DECORATORS = frozenset({"cerebras.pytorch.trace"})
 HOST_DECORATORS = frozenset({"cerebras.pytorch.step_closure",
                              "cerebras.pytorch.checkpoint_closure"})
 COMPILE = frozenset({"cerebras.pytorch.compile"})
+# Calls that give the device traced code runs on.
+DEVICE_FUNCTIONS = frozenset({"cerebras.pytorch.current_torch_device"})
 
 # ---- torch -----------------------------------------------------------------------------
 
@@ -31,6 +33,11 @@ METADATA_METHODS = frozenset({
     "is_floating_point", "is_complex", "get_device", "data_ptr", "stride", "storage_offset",
     "is_signed", "type", "has_names", "is_pinned", "is_shared", "is_set_to", "__len__",
 })
+# Attributes that hold a device (`p.device`, cstorch's `backend.torch_device`), and the
+# device types other than the host's, as `device=` strings spell them ("cuda:0").
+DEVICE_ATTRIBUTES = frozenset({"device", "torch_device"})
+DEVICE_TYPES = frozenset({"cuda", "lazy", "xla", "mps", "xpu", "hpu", "mtia",
+                          "privateuseone"})
 # Tensor methods that read the value on the host: as a Python value, or as a truth value.
 HOST_READ_METHODS = frozenset({"item", "tolist", "numpy", "__float__", "__int__",
                                "__index__"})

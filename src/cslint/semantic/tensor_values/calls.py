@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 from cslint.semantic.module_index import FunctionInfo, dotted_name, is_super_call
 from cslint.semantic.project import ClassRef
 from cslint.semantic.tensor_values.values import (
-    MODULE_KINDS, ChainStep, Container, Function, Items, Marker, Sequence, Tensor, Value,
-    combine, element_of, is_device, join, module_classes,
+    DEVICE, MODULE_KINDS, ChainStep, Container, Function, Items, Marker, Sequence, Tensor,
+    Value, combine, element_of, is_device, join, merged_into, module_classes, stored_into,
 )
 from cslint.semantic.torch_api import (
-    BOOLEAN_OPS, COMPILE, CREATION_SIZE_FUNCTIONS, DATA_DEPENDENT_SHAPE, HOST_BUILTINS,
-    HOST_READ_METHODS, ITERATION_BUILTINS, LOG_METHODS, LOGGER_NAMES, METADATA_METHODS,
-    NON_TENSOR_TORCH, SCALAR_ARGUMENTS, SIZE_METHODS, TRUTH_METHODS,
+    BOOLEAN_OPS, COMPILE, CREATION_SIZE_FUNCTIONS, DATA_DEPENDENT_SHAPE, DEVICE_FUNCTIONS,
+    HOST_BUILTINS, HOST_READ_METHODS, ITERATION_BUILTINS, LOG_METHODS, LOGGER_NAMES,
+    METADATA_METHODS, NON_TENSOR_TORCH, SCALAR_ARGUMENTS, SIZE_METHODS, TRUTH_METHODS,
 )
 
 if TYPE_CHECKING:
@@ -79,6 +79,12 @@ class CallEvaluator:
                 return self.logged()
             if qualified in COMPILE:
                 return Marker("module")
+            if qualified in DEVICE_FUNCTIONS:
+                return DEVICE
+            if qualified in ("collections.OrderedDict", "collections.defaultdict"):
+                # A defaultdict's first argument is its factory, not entries.
+                sources = self.args[:1] if qualified.endswith("OrderedDict") else self.args[1:2]
+                return self.with_entries(Container(None, mapping=True), sources)
             if qualified.startswith("cerebras.pytorch.") and qualified.rsplit(".", 1)[-1] in (
                     "zeros_like", "ones_like", "full_like", "zeros", "ones", "full"):
                 return combine(self.args, node) or Tensor(
@@ -114,8 +120,9 @@ class CallEvaluator:
             if name in SIZE_METHODS:
                 self.check_sizes(self.args, f"the size of `.{name}()`")
             result = combine([receiver, *self.args, *self.keywords.values()], node)
-            if result is not None and name in ("to", "cuda") and not result.device and (
-                    self.args or "device" in self.keywords):
+            # `.to(dtype)` or `.to(a device we cannot name)` leaves a host constant there.
+            if result is not None and not result.device and (name == "cuda" or (
+                    name == "to" and DEVICE in (*self.args, self.keywords.get("device")))):
                 result = result.changed(device=True, why=(
                     ChainStep("moved to a device by `{}`", node), *result.why)[:4])
             if result is not None:
@@ -131,20 +138,53 @@ class CallEvaluator:
         if isinstance(receiver, (Container, Sequence)) and name in ("items", "values", "keys"):
             return Items(receiver if isinstance(receiver, Container) else
                          Container(element_of(receiver)), name)
-        if isinstance(receiver, Container) and name in ("append", "extend", "insert"):
-            if isinstance(self.func.value, ast.Name):
-                added = self.args[-1] if self.args else None
-                if name == "extend":
-                    added = element_of(added)
-                walker.env[self.func.value.id] = Container(join(receiver.element, added))
-            return None
-        if isinstance(receiver, Container) and name in ("get", "pop"):
-            return receiver.element
+        if isinstance(receiver, Container):
+            return self.container_method(receiver, name)
         if name in LOG_METHODS and self.is_logger(self.func.value):
             return self.logged()
         if name == "format" and isinstance(self.func.value, ast.Constant):
             return self.logged()
         return _UNHANDLED
+
+    def container_method(self, receiver: Container, name: str):
+        """A list's or dict's method; one that adds entries rebinds the name to the
+        container holding them too."""
+        args = self.args
+        if name in ("get", "pop"):
+            return receiver.element
+        if name == "popitem":
+            return Sequence((receiver.key, receiver.element))
+        if name == "copy":
+            return receiver
+        if name == "setdefault" and args:
+            value = args[1] if len(args) > 1 else None
+            self.rebind(stored_into(receiver, args[0], value))
+            return join(receiver.element, value)
+        if name in ("append", "insert") and args:
+            self.rebind(stored_into(receiver, None, args[-1]))
+            return None
+        if name == "extend" and args:
+            self.rebind(stored_into(receiver, None, element_of(args[0])))
+            return None
+        if name == "update" and receiver.mapping:
+            self.rebind(self.with_entries(receiver, args))
+            return None
+        return _UNHANDLED
+
+    def rebind(self, container: Container) -> None:
+        """`xs.append(x)` and the like: `xs` (a local name) holds `container` from now on."""
+        if isinstance(self.func.value, ast.Name):
+            self.walker.env[self.func.value.id] = container
+
+    def with_entries(self, mapping: Container, sources: list[Value]) -> Container:
+        """`mapping` with the entries of `sources` (dicts or key-value pairs) and of the
+        call's keywords (`dict(a, b=t)`, `d.update(other, b=t)`)."""
+        for value in sources:
+            mapping = merged_into(mapping, value)
+        for name, value in self.keywords.items():
+            mapping = merged_into(mapping, value) if name is None \
+                else stored_into(mapping, None, value)
+        return mapping
 
     def marker_method(self, receiver: Marker, name: str) -> Value:
         walker = self.walker
@@ -350,7 +390,7 @@ class CallEvaluator:
         if name == "next":
             return element_of(self.args[0]) if self.args else None
         if name == "dict":
-            return Container(None, mapping=True)
+            return self.with_entries(Container(None, mapping=True), self.args[:1])
         if name in HOST_BUILTINS:
             for arg, value in zip(node.args, self.args):
                 if is_device(value):
@@ -386,6 +426,9 @@ class CallEvaluator:
     def torch_function(self, qualified: str) -> Value:
         walker, node = self.walker, self.node
         name = qualified.rsplit(".", 1)[-1]
+        if qualified == "torch.device":  # `torch.device("cuda")`, `torch.device(p.device)`
+            kind = self.args[0] if self.args else self.keywords.get("type")
+            return DEVICE if kind is DEVICE else None
         if qualified in NON_TENSOR_TORCH:
             if qualified == "torch.is_nonzero":
                 for arg, value in zip(node.args, self.args):
@@ -404,9 +447,6 @@ class CallEvaluator:
                              node.args[1] if len(node.args) > 1 else None)
             if is_device(fill):
                 walker.scalar_argument(fill_node, fill, f"the fill value of `{qualified}()`")
-        if name == "tensor" and self.args and isinstance(self.args[0], Tensor) \
-                and self.args[0].device:
-            walker.scalar_argument(node.args[0], self.args[0], "`torch.tensor()`")
         if name in CREATION_SIZE_FUNCTIONS:
             self.check_sizes(self.args, f"the size of `{qualified}()`")
         if name in DATA_DEPENDENT_SHAPE and any(is_device(a) for a in self.args[:1]):
@@ -414,8 +454,8 @@ class CallEvaluator:
         if name == "where" and len(node.args) == 1 and not node.keywords and \
                 is_device(self.args[0]):
             walker.data_dependent_shape(node, "where(condition)")
-        device_given = "device" in self.keywords and node.keywords and not (
-            isinstance(next(k.value for k in node.keywords if k.arg == "device"), ast.Constant))
+        # The result is a tensor like its inputs; `torch.tensor(t)` and `torch.as_tensor(t)`
+        # of a tensor copy it, reading no value.
         inputs = [*self.args, *self.keywords.values()]
         if isinstance(self.receiver, Tensor):
             inputs.append(self.receiver)
@@ -424,7 +464,9 @@ class CallEvaluator:
             if name.startswith("_foreach") or name in ("no_grad", "enable_grad"):
                 return None
             result = Tensor(False, (ChainStep("`{}` is built from Python values", node),))
-        if device_given and not result.device:
+        # Built from Python values, it stays on the host unless `device=` names a device
+        # (`device=None`, `"cpu"`, or a value we cannot name leave a host constant).
+        if self.keywords.get("device") is DEVICE and not result.device:
             result = result.changed(device=True,
                              why=(ChainStep("`{}` is created on a device", node),))
         boolean = name in BOOLEAN_OPS or _names_bool_dtype(node)

@@ -52,10 +52,13 @@ class Sequence:
 
 @dataclass(slots=True, unsafe_hash=True)
 class Container:
-    """A list or dict whose elements are `element` (e.g. a list of tensors)."""
+    """A list or dict whose entries hold `element` (a list of tensors, a dict's values).
+    A dict's keys are `key`: iterating it gives them, and looking one up hashes it (no
+    value is read), so a dict of tensors keyed by names has Python keys."""
 
     element: object
-    mapping: bool = False  # a dict: looking up a tensor key hashes it, reads no value
+    mapping: bool = False  # a dict
+    key: object = None  # a dict's keys (parameters, when keyed by them)
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -70,6 +73,11 @@ class Items:
 
 
 Value = Union[None, Tensor, Marker, Sequence, Container, Function, Items]
+
+# A device named in traced code (`p.device`, `"cuda"`, `cstorch.current_torch_device()`):
+# what makes a tensor built from Python values a device tensor. Any other device value
+# (`None`, `"cpu"`, one we cannot name) leaves it a host constant.
+DEVICE = Marker("device")
 
 
 def is_device(value: Value) -> bool:
@@ -101,7 +109,9 @@ def join(a: Value, b: Value) -> Value:
     if isinstance(b, Tensor):
         return b
     if isinstance(a, Container) and isinstance(b, Container):
-        return Container(join(a.element, b.element), a.mapping and b.mapping)
+        if a.mapping != b.mapping:
+            return None  # a list on one path, a dict on the other: its entries are unknown
+        return Container(join(a.element, b.element), a.mapping, join(a.key, b.key))
     if a.__class__ is Marker and b.__class__ is Marker and a.kind == b.kind \
             and a.kind in MODULE_KINDS:
         return Marker(a.kind, union_classes(a.ref, b.ref))
@@ -140,8 +150,10 @@ def combine(values: Iterable[Value], step) -> Value:
     for value in values:
         if value is None:
             continue
-        if value.__class__ is Container or value.__class__ is Sequence:
-            value = element_of(value)  # torch.cat([...]), torch.stack(tensors)
+        if value.__class__ is Container:
+            value = value.element  # torch.cat([...]), a dict of tensors as `**kwargs`
+        elif value.__class__ is Sequence:
+            value = element_of(value)  # torch.stack((a, b))
         if value.__class__ is Tensor:
             tensors.append(value)
     if not tensors:
@@ -154,10 +166,13 @@ def combine(values: Iterable[Value], step) -> Value:
 
 
 def element_of(value: Value) -> Value:
+    """What iterating `value` gives: a dict's keys, a list's elements, a view's entries."""
     if isinstance(value, Tensor):
         return value.changed(why=("an element of it", *value.why)[:4], boolean=value.boolean)
     if isinstance(value, Container):
-        return value.element
+        return value.key if value.mapping else value.element
+    if isinstance(value, Items):
+        return _view_entry(value)
     if isinstance(value, Sequence):
         result = None
         for item in value.items:
@@ -166,6 +181,73 @@ def element_of(value: Value) -> Value:
     if isinstance(value, Marker):
         return {"param_groups": Marker("group"), "params": Tensor(True, ("a parameter",)),
                 "module_list": Marker("module", value.ref)}.get(value.kind)
+    return None
+
+
+def stored_into(container: Container, key: Value, value: Value) -> Container:
+    """`container` once `container[key] = value` (or `.setdefault(key, value)`) ran."""
+    if container.mapping:
+        return Container(join(container.element, value), True, join(container.key, key))
+    return Container(join(container.element, value))
+
+
+def is_collection(value: Value) -> bool:
+    """A list, tuple or dict (what `+`, `*` and `|` concatenate, repeat or merge)."""
+    return value.__class__ is Container or value.__class__ is Sequence
+
+
+def collection_operation(op: ast.operator, left: Value, right: Value) -> Value:
+    """`xs + ys`, `xs * n`, `d | e` on lists, tuples and dicts: the collection they give."""
+    kind = op.__class__
+    if kind is ast.Add:
+        if left.__class__ is Sequence and right.__class__ is Sequence:
+            return Sequence(left.items + right.items)
+        return Container(join(element_of(left), element_of(right)))
+    if kind is ast.Mult:
+        return Container(element_of(left if is_collection(left) else right))
+    if kind is ast.BitOr and isinstance(left, Container) and left.mapping:
+        return merged_into(left, right)
+    return None
+
+
+def merged_into(mapping: Container, other: Value) -> Container:
+    """`mapping` once the entries of `other` are added (`{**other}`, `.update(other)`):
+    another dict's, or those of key-value pairs (`zip(names, tensors)`, `d.items()`)."""
+    if isinstance(other, Container) and other.mapping:
+        return Container(join(mapping.element, other.element), True,
+                         join(mapping.key, other.key))
+    pair = element_of(other)
+    if isinstance(pair, Sequence) and len(pair.items) == 2:
+        return stored_into(mapping, pair.items[0], pair.items[1])
+    return mapping
+
+
+def sliced(value: Container | Sequence, bounds: ast.Slice) -> Value:
+    """`xs[i:j]`: a list's slice is a list like it; a tuple's keeps its positions where
+    the bounds are numbers."""
+    if isinstance(value, Sequence):
+        try:
+            lower, upper, step = (None if b is None else ast.literal_eval(b)
+                                  for b in (bounds.lower, bounds.upper, bounds.step))
+            return Sequence(value.items[lower:upper:step])
+        except (ValueError, TypeError):
+            return Container(element_of(value))
+    return value
+
+
+def _view_entry(items: Items) -> Value:
+    """An entry of `.items()`, `.values()` or `.keys()` of a dict or of optimizer state."""
+    owner, view = items.owner, items.view
+    if isinstance(owner, Marker) and owner.kind == "state_map":
+        parameter = Tensor(True, ("a parameter",))
+        state = Marker("param_state")
+        return {"items": Sequence((parameter, state)), "values": state, "keys": parameter}[view]
+    if isinstance(owner, Marker) and owner.kind == "param_state":
+        tensor = Tensor(True, ("optimizer state",))
+        return {"items": Sequence((None, tensor)), "values": tensor, "keys": None}[view]
+    if isinstance(owner, Container):
+        return {"items": Sequence((owner.key, owner.element)), "values": owner.element,
+                "keys": owner.key}[view]
     return None
 
 
@@ -211,7 +293,7 @@ def value_signature(value: Value) -> object:
     if kind is Sequence:
         return ("S", tuple(value_signature(v) for v in value.items))
     if kind is Container:
-        return ("C", value_signature(value.element))
+        return ("C", value_signature(value.element), value.mapping, value_signature(value.key))
     if kind is Function:
         return ("F", tuple(id(t[0]) for t in value.targets))
     return None

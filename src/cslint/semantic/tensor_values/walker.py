@@ -13,10 +13,11 @@ from cslint.semantic.tensor_values.facts import (
     ValueDependentShape,
 )
 from cslint.semantic.tensor_values.values import (
-    ChainStep, Container, Function, Items, Marker, Sequence, Tensor, Value, combine,
-    element_of, is_device, join, source_step,
+    DEVICE, ChainStep, Container, Function, Marker, Sequence, Tensor, Value,
+    collection_operation, combine, element_of, is_collection, is_device, join, merged_into,
+    sliced, source_step, stored_into,
 )
-from cslint.semantic.torch_api import METADATA_ATTRIBUTES
+from cslint.semantic.torch_api import DEVICE_ATTRIBUTES, DEVICE_TYPES, METADATA_ATTRIBUTES
 from cslint.semantic.walker import StatementWalker, join_envs
 
 if TYPE_CHECKING:
@@ -39,8 +40,10 @@ class FunctionWalker(StatementWalker):
         for name, value in zip(names, bindings):
             # A parameter declared `int`, `float`, ... holds no tensor, whatever a call
             # site seems to pass (a joined function value, a misread starred call), except
-            # a scheduled hyperparameter: `lr: float` is exactly the mistake CS205 is for.
-            if value is not None and not (isinstance(value, Tensor) and value.scheduled):
+            # a scheduled hyperparameter (`lr: float` is exactly the mistake CS205 is for)
+            # and a device (`device: torch.device`).
+            if value is not None and value is not DEVICE and not (
+                    isinstance(value, Tensor) and value.scheduled):
                 if annotated is None:
                     annotated = analysis.non_tensor_parameters(function)
                 if name in annotated:
@@ -89,6 +92,10 @@ class FunctionWalker(StatementWalker):
     def statement_AugAssign(self, node: ast.AugAssign) -> None:
         value = self.eval(node.value)
         current = self.eval(node.target)
+        if is_collection(current) and value.__class__ is not Tensor:  # `xs += ys`
+            if isinstance(node.target, ast.Name):
+                self.env[node.target.id] = collection_operation(node.op, current, value)
+            return
         combined = combine([current, value], ChainStep("{} " + _op(node.op) + "= {}",
                                                        node.target, node.value))
         if isinstance(node.target, ast.Name):
@@ -113,8 +120,7 @@ class FunctionWalker(StatementWalker):
 
     def statement_For(self, node: ast.For | ast.AsyncFor) -> None:
         iterable = self.loop_iterable(node.iter)
-        self.assign(node.target, element_of(iterable) if not isinstance(iterable, Items)
-                    else self.items_element(iterable), node.iter)
+        self.assign(node.target, element_of(iterable), node.iter)
         before = dict(self.env)
         self.block(node.body)
         self.env = join_envs(before, self.env, join)
@@ -162,19 +168,6 @@ class FunctionWalker(StatementWalker):
             return None
         return self.eval(node)
 
-    def items_element(self, items: Items) -> Value:
-        owner = items.owner
-        if isinstance(owner, Marker) and owner.kind == "state_map":
-            element = Marker("param_state")
-            return {"items": Sequence((Tensor(True, ("a parameter",)), element)),
-                    "values": element, "keys": Tensor(True, ("a parameter",))}[items.view]
-        if isinstance(owner, Marker) and owner.kind == "param_state":
-            tensor = Tensor(True, ("optimizer state",))
-            return {"items": Sequence((None, tensor)), "values": tensor, "keys": None}[items.view]
-        element = owner.element if isinstance(owner, Container) else None
-        return {"items": Sequence((None, element)), "values": element,
-                "keys": None}[items.view]
-
     def assign(self, target: ast.expr, value: Value, value_node: ast.expr) -> None:
         if isinstance(target, ast.Name):
             if isinstance(value, Tensor):
@@ -203,11 +196,13 @@ class FunctionWalker(StatementWalker):
                 self.assign(element, item, element_node)
         elif isinstance(target, ast.Subscript):
             container = self.eval(target.value)
-            self.eval(target.slice)
-            if isinstance(target.value, ast.Name) and isinstance(container, (Container,
-                                                                             type(None))):
-                if isinstance(value, Tensor) and isinstance(container, Container):
-                    self.env[target.value.id] = Container(join(container.element, value))
+            key = self.eval(target.slice)
+            # `d[k] = v` into a list or dict we know: it holds `v` too. What an unknown
+            # value holds stays unknown.
+            if isinstance(target.value, ast.Name) and isinstance(container, Container):
+                if isinstance(target.slice, ast.Slice):  # `xs[i:j] = ys`: the elements of ys
+                    value = element_of(value)
+                self.env[target.value.id] = stored_into(container, key, value)
         elif isinstance(target, ast.Attribute):
             self.eval(target.value)
         elif isinstance(target, ast.Starred):
@@ -249,11 +244,19 @@ class FunctionWalker(StatementWalker):
         return None
 
     def eval_Constant(self, node: ast.Constant) -> Value:
+        value = node.value
+        if value.__class__ is str and value.partition(":")[0] in DEVICE_TYPES:
+            return DEVICE  # "cuda", "cuda:0", "lazy"
         return None
 
     def eval_Attribute(self, node: ast.Attribute) -> Value:
         base = self.eval(node.value)
         attr = node.attr
+        if attr in DEVICE_ATTRIBUTES:
+            # `p.device`, `self.device`, `backend.torch_device`: a device, unless that of
+            # a host constant (or of a list, a function, ...).
+            return DEVICE if base is None or is_device(base) or (
+                isinstance(base, Marker) and base.kind != "device") else None
         if isinstance(base, Tensor):
             if attr in METADATA_ATTRIBUTES:
                 return None
@@ -331,6 +334,8 @@ class FunctionWalker(StatementWalker):
                 self.analysis.record(MaskSelection(self.function, node, index_node))
             return Tensor(base.device or is_device(index),
                           (source_step(node), *base.why)[:4], scheduled=base.scheduled)
+        if index_node.__class__ is ast.Slice and isinstance(base, (Container, Sequence)):
+            return sliced(base, index_node)
         if isinstance(base, Sequence):
             if isinstance(index_node, ast.Constant) and isinstance(index_node.value, int) \
                     and -len(base.items) <= index_node.value < len(base.items):
@@ -355,8 +360,11 @@ class FunctionWalker(StatementWalker):
                 if is_device(value):
                     self.host_read(operand, operand, value, "formatting")
             return None
-        if isinstance(left, Sequence) or isinstance(right, Sequence):
-            return None
+        if is_collection(left) or is_collection(right):
+            if left.__class__ is not Tensor and right.__class__ is not Tensor:
+                return collection_operation(node.op, left, right)  # `xs + ys`, `xs * n`
+            if left.__class__ is Sequence or right.__class__ is Sequence:
+                return None
         result = combine([left, right], node)
         if result is not None and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
             both_bool = all(isinstance(v, Tensor) and v.boolean for v in (left, right)
@@ -387,7 +395,9 @@ class FunctionWalker(StatementWalker):
 
     def eval_Compare(self, node: ast.Compare) -> Value:
         values = [self.eval(node.left)] + [self.eval(c) for c in node.comparators]
-        if all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
+        operands = [node.left, *node.comparators]
+        if all(_compares_python_values(op, left, right)
+               for op, left, right in zip(node.ops, operands, operands[1:])):
             return None
         result = combine(values, node)
         return result.changed(boolean=True) if result is not None else None
@@ -397,13 +407,20 @@ class FunctionWalker(StatementWalker):
         return join(self.eval(node.body), self.eval(node.orelse))
 
     def eval_Tuple(self, node: ast.Tuple) -> Value:
-        return Sequence(tuple(self.eval(e) for e in node.elts))
+        values = tuple(self.eval(e) for e in node.elts)
+        if any(e.__class__ is ast.Starred for e in node.elts):
+            return self._unpacked(node.elts, values)  # `(*xs, y)`: positions unknown
+        return Sequence(values)
 
     def eval_List(self, node: ast.List) -> Value:
-        values = [self.eval(e) for e in node.elts]
+        return self._unpacked(node.elts, [self.eval(e) for e in node.elts])
+
+    def _unpacked(self, elements: list[ast.expr], values) -> Container:
+        """A list of these elements, each `*xs` giving the elements of `xs`."""
         element = None
-        for value in values:
-            element = join(element, value)
+        for node, value in zip(elements, values):
+            element = join(element, element_of(value) if node.__class__ is ast.Starred
+                           else value)
         return Container(element)
 
     def eval_Set(self, node: ast.Set) -> Value:
@@ -412,11 +429,14 @@ class FunctionWalker(StatementWalker):
         return None
 
     def eval_Dict(self, node: ast.Dict) -> Value:
-        element = None
-        for key, value in zip(node.keys, node.values):
-            self.eval(key)
-            element = join(element, self.eval(value))
-        return Container(element, mapping=True)
+        result = Container(None, mapping=True)
+        for key_node, value_node in zip(node.keys, node.values):
+            if key_node is None:  # `{**other}`
+                result = merged_into(result, self.eval(value_node))
+            else:
+                key = self.eval(key_node)
+                result = stored_into(result, key, self.eval(value_node))
+        return result
 
     def eval_Starred(self, node: ast.Starred) -> Value:
         return self.eval(node.value)
@@ -443,14 +463,14 @@ class FunctionWalker(StatementWalker):
         saved = dict(self.env)
         for generator in node.generators:
             iterable = self.eval(generator.iter)
-            item = self.items_element(iterable) if isinstance(iterable, Items) \
-                else element_of(iterable)
-            self.assign(generator.target, item, generator.iter)
+            self.assign(generator.target, element_of(iterable), generator.iter)
             for condition in generator.ifs:
                 self.truth(condition)
         values = [self.eval(e) for e in elements]
         self.env = saved
-        return Container(values[-1], mapping=isinstance(node, ast.DictComp)) if values else None
+        if isinstance(node, ast.DictComp):
+            return Container(values[1], mapping=True, key=values[0])
+        return Container(values[0])
 
     def eval_ListComp(self, node: ast.ListComp) -> Value:
         return self._comprehension(node, [node.elt])
@@ -460,6 +480,15 @@ class FunctionWalker(StatementWalker):
 
     def eval_DictComp(self, node: ast.DictComp) -> Value:
         return self._comprehension(node, [node.key, node.value])
+
+
+def _compares_python_values(op: ast.cmpop, left: ast.expr, right: ast.expr) -> bool:
+    """Identity, membership, or `==`/`!=` against `None`: `Tensor.__eq__(None)` gives
+    NotImplemented, so Python compares identity and the result is a Python bool."""
+    if op.__class__ in (ast.Is, ast.IsNot, ast.In, ast.NotIn):
+        return True
+    return op.__class__ in (ast.Eq, ast.NotEq) and any(
+        side.__class__ is ast.Constant and side.value is None for side in (left, right))
 
 
 def _op(op: ast.operator) -> str:
