@@ -40,6 +40,20 @@ METHOD_KINDS = frozenset({"method", "classmethod", "property"})
 MAX_DEPTH = 16
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+# Nodes with nothing to find under them, and fields that hold no expressions.
+_LEAVES = frozenset({ast.Name, ast.Constant})
+_NOT_EXPRESSIONS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "kind", "is_async",
+                              "conversion", "type_comment", "simple", "level", "names",
+                              "name", "asname", "module", "type_params"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    """The fields of a node class that may hold expressions (statements' targets too)."""
+    fields = _FIELDS.get(kind)
+    if fields is None:
+        fields = _FIELDS[kind] = tuple(f for f in kind._fields if f not in _NOT_EXPRESSIONS)
+    return fields
 
 
 class ParameterEvidence:
@@ -59,24 +73,30 @@ class ParameterEvidence:
         """The parameters of `function` (run for class `ref`, with a nested function's
         enclosing values `closure`) that are tensors by evidence in the function, each
         a device tensor whose chain says why."""
-        return self._scanned(function, ref, closure)[0]
+        found = self._found.get((id(function), id(ref), True))  # a scan for the uses has it
+        if found is None or closure:
+            found = self._scanned(function, ref, closure, False)
+        return found[0]
 
     def used_as_tensors(self, function: FunctionInfo, ref: ClassRef | None) -> frozenset[str]:
         """The parameters a use in `function` shows to be tensors: what a caller's
         argument is by passing it there (an annotation alone is the callee's word, and
         real code passes lists to parameters annotated `Tensor`)."""
-        return self._scanned(function, ref, None)[1]
+        return self._scanned(function, ref, None, True)[1]
 
-    def _scanned(self, function: FunctionInfo, ref: ClassRef | None, closure: dict | None
-                 ) -> tuple[dict[str, Tensor], frozenset[str]]:
-        key = (id(function), id(ref), id(closure) if closure else None)
+    def _scanned(self, function: FunctionInfo, ref: ClassRef | None, closure: dict | None,
+                 uses: bool) -> tuple[dict[str, Tensor], frozenset[str]]:
+        """`uses`: look for uses of the annotated parameters too (not needed where only
+        whether each parameter is a tensor is asked, and most are annotated)."""
+        key = (id(function), id(ref), uses) if not closure else \
+            (id(function), id(ref), uses, id(closure))
         found = self._found.get(key)
         if found is None:
             if key in self._in_progress or len(self._in_progress) >= MAX_DEPTH:
                 return {}, frozenset()  # recursion: what the outer scan finds so far
             self._in_progress.add(key)
             try:
-                scan = _Scan(self, function, ref, closure)
+                scan = _Scan(self, function, ref, closure, uses)
                 scan.run()
             finally:
                 self._in_progress.discard(key)
@@ -144,7 +164,7 @@ class _Scan:
     path before a use, `x = x.shape[0]`, no longer does; one rebound in a branch may)."""
 
     def __init__(self, evidence: ParameterEvidence, function: FunctionInfo,
-                 ref: ClassRef | None, closure: dict | None):
+                 ref: ClassRef | None, closure: dict | None, uses: bool):
         self.evidence = evidence
         self.project = evidence.project
         self.function = function
@@ -152,7 +172,7 @@ class _Scan:
         self.ref = ref
         self.found: dict[str, Tensor] = {}
         self.used: set[str] = set()  # found by a use
-        self.open: set[str] = set()  # candidates without a use yet
+        self.open: set[str] = set()  # candidates without a use found yet
         args = function.node.args
         positional = [*args.posonlyargs, *args.args]
         defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
@@ -171,7 +191,8 @@ class _Scan:
                 if is_tensor_annotation(annotation):
                     self.found[arg.arg] = Tensor(True, (ChainStep(
                         "`{}` is a tensor: annotated `{}`", arg.arg, annotation),))
-                    self.open.add(arg.arg)  # a use shows it too, for the callers
+                    if uses:
+                        self.open.add(arg.arg)
                     continue
                 if declares_python_value(annotation) or not _may_name_a_tensor(annotation):
                     continue  # declared another type: `size: tuple[int, int]`, `cache: Cache`
@@ -275,7 +296,14 @@ class _Scan:
                 continue
             elif kind is ast.Lambda:
                 continue  # its own scope
-            stack.extend(ast.iter_child_nodes(node))
+            # (`ast.iter_child_nodes` is a generator over every field: several times slower.)
+            for name in _child_fields(kind):
+                child = getattr(node, name)
+                if child.__class__ is list:
+                    stack.extend(c for c in child if c.__class__ not in _LEAVES
+                                 and isinstance(c, ast.AST))
+                elif child.__class__ not in _LEAVES and isinstance(child, ast.AST):
+                    stack.append(child)
 
     def is_open(self, node: ast.AST, rebound: frozenset[str]) -> bool:
         """`node` names a parameter without evidence yet, still holding its value."""
