@@ -9,10 +9,12 @@ scheduler's attributes), as the global default dtype, or converting a module. fl
 the host (a script, a checkpoint tool, an `__init__` temporary cast back to float32 before
 it is stored) reaches none of them.
 
-Outside traced code a small flow per function follows float64 from its uses through names,
-containers, arithmetic, tensor methods and torch functions, until a cast to another dtype
-ends it, into those places; a function of the same module that returns float64 hands it on
-to its callers there.
+Outside traced code a small flow per scope (a function, a class body, the module's own
+statements) follows float64 from its uses through names, containers, arithmetic, tensor
+methods and torch functions, until a cast to another dtype ends it, into those places. A
+function of the same module that returns float64 hands it on to its callers there; a name
+holding float64 hands it on to the functions inside its scope that read it (a module
+constant to a `forward`, a name of `main()` to the `@cstorch.trace` step defined in it).
 """
 
 from __future__ import annotations
@@ -148,6 +150,8 @@ class _Reaches:
         self.returned: dict[int, frozenset[ast.expr]] = {}
         self._definitions = _definitions(module)
         self._callers: dict[int, list[Scope]] | None = None
+        # The float64 values functions read from the scopes around them, by function node.
+        self.outer_values: dict[int, dict[str, _Value]] = {}
 
     def find(self) -> dict[int, Reach]:
         pending: list[Scope] = []
@@ -164,6 +168,10 @@ class _Reaches:
             scope = pending.pop(0)
             flow = _ScopeFlow(self, scope)
             flow.run()
+            outer = {name: value for name, value in flow.env.items() if _float64(value)}
+            if outer and not isinstance(scope, ClassInfo):  # a class body's names: not seen
+                for inner in self._reading_functions(scope, outer):
+                    _add_once(pending, inner)
             if isinstance(scope, FunctionInfo) and flow.returned:
                 before = self.returned.get(id(scope.node), frozenset())
                 if not flow.returned <= before:
@@ -171,6 +179,31 @@ class _Reaches:
                     for caller in self._callers_of(scope):
                         _add_once(pending, caller)
         return self.reach
+
+    def _reading_functions(self, scope: Scope, outer: dict[str, _Value]
+                           ) -> Iterator[FunctionInfo]:
+        """The functions inside `scope` that read its float64 names: those traced code runs
+        take the float64 there; the others are given the values, and are yielded while
+        what they are given grows."""
+        for inner in self._definitions:
+            if not isinstance(inner, FunctionInfo) or inner is scope or (
+                    not isinstance(scope, ModuleIndex) and not _inside(inner.node, scope.node)):
+                continue
+            read = _free_names(inner.node) & outer.keys()
+            if not read:
+                continue
+            if self._runs_traced(self._enclosing(inner.node)):
+                for name in read:
+                    self.record(outer[name].float64, Reach.TRACED_CODE)
+                continue
+            given = self.outer_values.setdefault(id(inner.node), {})
+            grown = False
+            for name in read:
+                joined = _join(given.get(name), outer[name])
+                if joined != given.get(name):
+                    given[name], grown = joined, True
+            if grown:
+                yield inner
 
     def record(self, origins: frozenset[ast.expr], reach: Reach) -> None:
         for use in origins:
@@ -229,6 +262,22 @@ class _Reaches:
                     if callee is not None:
                         _add_once(self._callers.setdefault(id(callee.node), []), scope)
         return self._callers.get(id(function.node), [])
+
+
+def _inside(node: ast.AST, around: ast.AST) -> bool:
+    return (around.lineno, around.col_offset) < (node.lineno, node.col_offset) \
+        and (node.end_lineno, node.end_col_offset) <= (around.end_lineno, around.end_col_offset)
+
+
+def _free_names(function: ast.AST) -> frozenset[str]:
+    """Names a function reads without binding them itself (parameters and assignments
+    bind; a simplification of Python's scoping that favours the outer value)."""
+    loaded: set[str] = set()
+    bound: set[str] = {arg.arg for arg in ast.walk(function.args) if isinstance(arg, ast.arg)}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+    return frozenset(loaded - bound)
 
 
 def _add_once(scopes: list[Scope], scope: Scope) -> None:
@@ -316,6 +365,8 @@ class _ScopeFlow(StatementWalker):
         self.project = reaches.project
         self.scope = scope
         self.env: dict[str, _Value | None] = {}
+        if isinstance(scope, FunctionInfo):  # what it reads of the scopes around it
+            self.env.update(reaches.outer_values.get(id(scope.node), {}))
         self.returned: frozenset[ast.expr] = frozenset()
         # A method's `self`: its name and class, and whether traced code reads its state.
         self.self_name: str | None = None
