@@ -245,6 +245,14 @@ CS403_FLOWS = {
         class M(torch.nn.Module):
             compute_dtype = torch.float64
     """, 1),
+    "stored on a module in parts": ("""\
+        class M(torch.nn.Module):
+            def __init__(self, a):
+                super().__init__()
+                for self.k in range(2):
+                    pass
+                self.x, self.y = a.double(), 1
+    """, 1),
     "a custom autograd op's forward": ("""\
         class Op(torch.autograd.Function):
             @staticmethod
@@ -283,6 +291,12 @@ CS403_FLOWS = {
 def test_cs403_follows_float64_to_the_device(tmp_path, case):
     body, expected = CS403_FLOWS[case]
     assert len(_findings(tmp_path, body, "CS403")) == expected
+
+
+def test_cs403_keeps_what_it_found_before_code_too_deep_to_follow(tmp_path):
+    deep_sum = " + ".join(["y"] * 1200)  # deeper than the interpreter's stack
+    body = f"torch.set_default_dtype(torch.float64)\nx = {deep_sum}\n"
+    assert len(_findings(tmp_path, body, "CS403")) == 1
 
 
 @pytest.mark.parametrize("line_break", ["\n", "\r\n", "\r"])

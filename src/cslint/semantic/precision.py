@@ -167,7 +167,12 @@ class _Reaches:
             budget -= 1
             scope = pending.pop(0)
             flow = _ScopeFlow(self, scope)
-            flow.run()
+            try:
+                flow.run()
+            except RecursionError:
+                # Too deep to follow (a sum of hundreds of terms): what it recorded stands,
+                # the rest of its float64 is not shown to reach the device.
+                continue
             outer = {name: value for name, value in flow.env.items() if _float64(value)}
             if outer and not isinstance(scope, ClassInfo):  # a class body's names: not seen
                 for inner in self._reading_functions(scope, outer):
@@ -490,7 +495,7 @@ class _ScopeFlow(StatementWalker):
     def bind(self, target: ast.expr, value: _Value | None) -> None:
         """A loop's or comprehension's names (each the whole value: its elements)."""
         for node in ast.walk(target):
-            if isinstance(node, ast.Name):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 self.env[node.id] = value
 
     # ---- expressions ------------------------------------------------------------------
