@@ -251,7 +251,7 @@ def test_fix_applies_unsafe_fixes_only_when_asked(project: Path):
 
 
 def test_fix_counts_remaining_findings(project: Path):
-    (project / "train.py").write_text(SCRIPT + "\n\nx = torch.zeros(3, dtype=torch.float64)\n")
+    (project / "train.py").write_text(SCRIPT + "\n\ntorch.set_default_dtype(torch.float64)\n")
     result = run(["check", "train.py", "--fix", "--unsafe-fixes"], project)
     assert result.exit_code == 1
     assert "train.py:10:" in result.stdout  # the remaining finding, at its line after fixing

@@ -201,6 +201,7 @@ def test_cs402_reduce_on_plateau_has_no_equivalent(tmp_path):
 
 def test_cs403_ignores_dtype_checks(tmp_path):
     body = """\
+        @cstorch.trace
         def f(x):
             assert x.dtype != torch.float64
             return x.float()
@@ -208,10 +209,100 @@ def test_cs403_ignores_dtype_checks(tmp_path):
     assert _findings(tmp_path, body, "CS403") == []
 
 
+CS403_FLOWS = {
+    "moved to a device, still float64, into a buffer": ("""\
+        class M(torch.nn.Module):
+            def __init__(self, device):
+                super().__init__()
+                table = torch.arange(4, dtype=torch.float64)
+                self.register_buffer("t", table.to(device))
+    """, 1),
+    "returned by helpers of the module, stored on it": ("""\
+        def base():
+            return torch.ones(3).double()
+        def scaled():
+            return base() * 2
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = scaled()
+    """, 1),
+    "a float64 function stored on a module": ("""\
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cast = lambda x: x.double()
+    """, 1),
+    "a submodule converted": ("""\
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = torch.nn.Linear(2, 2)
+            def widen(self):
+                self.encoder.double()
+    """, 1),
+    "a class attribute of a module": ("""\
+        class M(torch.nn.Module):
+            compute_dtype = torch.float64
+    """, 1),
+    "stored on a module in parts": ("""\
+        class M(torch.nn.Module):
+            def __init__(self, a):
+                super().__init__()
+                for self.k in range(2):
+                    pass
+                self.x, self.y = a.double(), 1
+    """, 1),
+    "a custom autograd op's forward": ("""\
+        class Op(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.to(torch.float64).sum().float()
+    """, 1),
+    "cast to a dtype the caller chooses": ("""\
+        class M(torch.nn.Module):
+            def __init__(self, dtype):
+                super().__init__()
+                table = torch.arange(4, dtype=torch.float64)
+                self.register_buffer("t", table.to(dtype))
+    """, 0),
+    "read on the host as Python numbers": ("""\
+        class M(torch.nn.Module):
+            def __init__(self, values):
+                super().__init__()
+                self.eps = torch.finfo(torch.float64).eps
+                self.total = values.double().sum().item()
+    """, 0),
+    "stored on an object traced code does not read": ("""\
+        class Processor:
+            def __init__(self):
+                self.bins = torch.linspace(0, 1, 8, dtype=torch.float64)
+    """, 0),
+    "returned by a helper only the host calls": ("""\
+        def stats(t):
+            return t.double().var()
+        def report(t):
+            print(stats(t))
+    """, 0),
+}
+
+
+@pytest.mark.parametrize("case", CS403_FLOWS)
+def test_cs403_follows_float64_to_the_device(tmp_path, case):
+    body, expected = CS403_FLOWS[case]
+    assert len(_findings(tmp_path, body, "CS403")) == expected
+
+
+def test_cs403_keeps_what_it_found_before_code_too_deep_to_follow(tmp_path):
+    deep_sum = " + ".join(["y"] * 1200)  # deeper than the interpreter's stack
+    body = f"torch.set_default_dtype(torch.float64)\nx = {deep_sum}\n"
+    assert len(_findings(tmp_path, body, "CS403")) == 1
+
+
 @pytest.mark.parametrize("line_break", ["\n", "\r\n", "\r"])
 def test_cs403_lines_counted_as_python_counts_them(tmp_path, line_break):
     # A form feed and NEL inside strings are line breaks to str.splitlines, not to Python.
-    body = 'SEP = "\x0c\x85"\nx = torch.zeros(3, dtype=torch.float64)\n'
+    body = 'SEP = "\x0c\x85"\ntorch.set_default_dtype(torch.float64)\n'
     source = (HEADER + body).replace("\n", line_break)
     (finding,) = lint_source(source, tmp_path, options={"select": ["CS403"]}).findings
     assert finding.location.line == HEADER.count("\n") + 2

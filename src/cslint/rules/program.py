@@ -9,10 +9,11 @@ from typing import Any, Iterable
 from cslint.diagnostics import Finding, Severity
 from cslint.fixes import replace_call_fix
 from cslint.rules import RELEASES_BEFORE_2_0, FixSafety, ModuleContext, Rule, register
+from cslint.semantic.precision import Float64Name, Reach, float64_uses
 from cslint.semantic.program import (
-    Float64Name, float64_uses, torch_equivalents, torch_optimizer_calls, torch_scheduler_calls,
-    train_and_eval_requests,
+    torch_equivalents, torch_optimizer_calls, torch_scheduler_calls, train_and_eval_requests,
 )
+from cslint.semantic.tensor_values import TensorValueAnalysis
 
 FAMILY = "program"
 
@@ -208,9 +209,13 @@ class UnsupportedPrecision(Rule):
     code = "CS403"
     family = FAMILY
     severity = Severity.ERROR
+    uses = (TensorValueAnalysis,)  # which functions traced code runs
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
-        for fact in float64_uses(context.module, context.source.text):
+        for fact in float64_uses(context.module, context.source.text,
+                                 context.analyses.tensor_values):
+            if fact.reach is Reach.HOST:
+                continue  # float64 on the host only never reaches the device
             if type(fact) is Float64Name:
                 yield context.finding(self, fact.node, (
                     f"{fact.name} (float64) is not supported on Cerebras systems: only mixed "

@@ -1,5 +1,5 @@
 """Facts about a module's program: the torch optimizers and schedulers it instantiates,
-its float64 uses, a `mode="train_and_eval"`.
+a `mode="train_and_eval"` (its float64 uses: `precision`).
 
 Each is found per module on demand, by a text search first: only the lines that name
 what is looked for are walked, so a rule looks at a few statements of a large module.
@@ -14,13 +14,10 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Iterable, Iterator, Union
+from typing import Any, Iterable, Iterator
 
 from cslint.semantic.module_index import ModuleIndex, dotted_name
-from cslint.semantic.torch_api import (
-    FLOAT64_NAMES, FLOAT64_WORDS, TORCH_DTYPES, TORCH_OPTIM_BASES,
-    TORCH_OPTIMIZER_SUBMODULES,
-)
+from cslint.semantic.torch_api import TORCH_OPTIM_BASES, TORCH_OPTIMIZER_SUBMODULES
 
 
 @lru_cache(maxsize=1)
@@ -49,28 +46,10 @@ class TorchSchedulerCall:
 
 
 @dataclass(frozen=True)
-class Float64Name:
-    """A use of a float64 dtype or tensor type (`name`, qualified: "torch.float64")."""
-
-    node: ast.expr
-    name: str
-
-
-@dataclass(frozen=True)
-class DoubleConversion:
-    """A `.double()` call, a conversion to float64."""
-
-    node: ast.Call
-
-
-@dataclass(frozen=True)
 class TrainAndEvalRequested:
     """`mode="train_and_eval"`, as a call's keyword or a dict entry (`node`: the value)."""
 
     node: ast.expr
-
-
-Float64Use = Union[Float64Name, DoubleConversion]
 
 
 def torch_optimizer_calls(module: ModuleIndex, text: str) -> Iterator[TorchOptimizerCall]:
@@ -93,44 +72,6 @@ def torch_scheduler_calls(module: ModuleIndex, text: str) -> Iterator[TorchSched
             yield TorchSchedulerCall(call, name)
 
 
-def float64_uses(module: ModuleIndex, text: str) -> Iterator[Float64Use]:
-    """float64 names and `.double()` calls of a torch program, in walk order; dtype names
-    compared (`x.dtype == torch.float64`) or tabulated (three dtypes or more in one
-    literal) are checks, not uses."""
-    if "float64" not in text and "ouble" not in text:
-        return
-    if not module.imports_from(("torch",)) and not module.imports_cstorch:
-        return
-    lines = candidate_lines(text, [*FLOAT64_WORDS, *(
-        local for local, target in module.imports.items() if target in FLOAT64_NAMES)])
-    checked: set[int] = set()  # dtype names compared or tabulated, not used
-    for node, parent in walk_lines(module.tree, lines):
-        if isinstance(node, (ast.Dict, ast.List, ast.Tuple, ast.Set)):
-            elements = [*node.keys, *node.values] if isinstance(node, ast.Dict) \
-                else node.elts
-            dtypes = [e for e in elements if e is not None and _is_dtype(module, e)]
-            if len(dtypes) >= 3:  # a table of dtypes (a mapping, a list to test)
-                checked.update(id(e) for e in dtypes)
-        if isinstance(node, ast.Compare):
-            for operand in (node.left, *node.comparators):
-                elements = operand.elts if isinstance(
-                    operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
-                checked.update(id(e) for e in elements)
-        elif isinstance(node, (ast.Attribute, ast.Name)) and isinstance(node.ctx, ast.Load):
-            if isinstance(parent, ast.Attribute) or id(node) in checked:
-                continue  # only whole dotted names; checks are fine
-            dotted = dotted_name(node)
-            qualified = module.qualify(dotted) if dotted else None
-            if qualified in FLOAT64_NAMES:
-                yield Float64Name(node, qualified)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr == "double" and not node.args and not node.keywords:
-            receiver = dotted_name(node.func.value)
-            if receiver is not None and "." not in receiver and receiver in module.imports:
-                continue  # a module's `double()` function, not Tensor.double()
-            yield DoubleConversion(node)
-
-
 def train_and_eval_requests(module: ModuleIndex, text: str) -> Iterator[TrainAndEvalRequested]:
     """`mode="train_and_eval"` in a cstorch program, in walk order."""
     if "train_and_eval" not in text or not module.imports_cstorch:
@@ -149,13 +90,6 @@ def train_and_eval_requests(module: ModuleIndex, text: str) -> Iterator[TrainAnd
 
 def _is_train_and_eval(node: ast.expr | None) -> bool:
     return isinstance(node, ast.Constant) and node.value == "train_and_eval"
-
-
-def _is_dtype(module: ModuleIndex, node: ast.expr) -> bool:
-    dotted = dotted_name(node)
-    qualified = module.qualify(dotted) if dotted else None
-    return bool(qualified) and qualified.startswith("torch.") \
-        and qualified[len("torch."):] in TORCH_DTYPES
 
 
 # ---- resolving what a call instantiates ----------------------------------------------------

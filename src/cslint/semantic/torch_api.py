@@ -169,6 +169,11 @@ TORCH_OPTIM_BASES = frozenset({"Optimizer", "LRScheduler", "_LRScheduler"})
 FLOAT64_NAMES = frozenset({"torch.float64", "torch.double", "torch.DoubleTensor",
                            "torch.cuda.DoubleTensor"})
 FLOAT64_WORDS = ("float64", "double", "DoubleTensor")
+# The base of custom autograd ops: their `forward` and `backward` run inside a model's.
+AUTOGRAD_FUNCTIONS = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
+# Tensor methods that convert to another dtype than float64.
+DTYPE_CAST_METHODS = frozenset({"float", "half", "bfloat16", "int", "long", "short", "bool",
+                                "byte", "char"})
 # The dtypes, as named under `torch.`.
 TORCH_DTYPES = frozenset({
     "float16", "half", "float32", "float", "float64", "double", "bfloat16", "uint8", "int8",

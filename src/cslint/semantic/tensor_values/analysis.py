@@ -44,6 +44,7 @@ class TensorValueAnalysis:
         self._facts_by_module: dict[int, list[TracedFact]] | None = None
         self._depth = 0
         self._non_tensor_parameters: dict[int, frozenset[str]] = {}
+        self._walked: set[int] = set()  # the nodes of the functions walked: traced code
 
     def non_tensor_parameters(self, function: FunctionInfo) -> frozenset[str]:
         """Parameters annotated with a non-tensor type (`num_steps: int = 5`)."""
@@ -54,6 +55,10 @@ class TensorValueAnalysis:
                 arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)
                 if arg.annotation is not None and declares_non_tensor(arg.annotation))
         return found
+
+    def walked(self, function: FunctionInfo) -> bool:
+        """Whether traced code runs `function`: the analysis walked it from an entry point."""
+        return id(function.node) in self._walked
 
     def run(self) -> None:
         for entry in self.entry_points.find():
@@ -104,6 +109,7 @@ class TensorValueAnalysis:
         if key in self._in_progress or self._depth >= MAX_CALL_DEPTH:
             return None  # recursion: assume nothing
         self._in_progress.add(key)
+        self._walked.add(id(function.node))
         self._depth += 1
         self._class_use.append(False)
         try:
