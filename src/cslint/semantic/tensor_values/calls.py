@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 from cslint.semantic.module_index import FunctionInfo, dotted_name, is_super_call
 from cslint.semantic.project import ClassRef
 from cslint.semantic.tensor_values.values import (
-    DEVICE, MODULE_KINDS, ChainStep, Container, Function, Items, Marker, Sequence, Tensor,
-    Value, combine, element_of, is_device, join, merged_into, module_classes, stored_into,
+    DEVICE, MODULE_KINDS, UNSEEN_MODULE_CLASS, ChainStep, Container, Function, Items, Marker,
+    Sequence, Tensor, Value, combine, element_of, is_device, join, merged_into, module_classes,
+    stored_into,
 )
 from cslint.semantic.torch_api import (
     BOOLEAN_OPS, COMPILE, CREATION_SIZE_FUNCTIONS, DATA_DEPENDENT_SHAPE, DEVICE_FUNCTIONS,
@@ -327,14 +328,17 @@ class CallEvaluator:
         return result
 
     def submodule_method(self, module: Marker, name: str) -> Value:
-        """`self.block.method(...)`: the project method under the call's arguments; any
-        other method of a module gives what calling it would (`model.parameters()`)."""
+        """`self.block.method(...)`: the project method under the call's arguments; a
+        method of torch.nn's (`model.parameters()`) gives tensors; one of a class we
+        cannot see, nothing known."""
         ref = module.ref
+        if ref is UNSEEN_MODULE_CLASS:
+            return None
         found = self.walker.project.find_method(ref, name) \
             if isinstance(ref, ClassRef) else None
         if found is None or found.function is None or \
                 self.walker.project.is_machinery(found.owner):
-            return self.module_call(Marker("module"))
+            return Tensor(True, (ChainStep("`{}` is a module's output", self.node),))
         return self.run_method(found.function, ref)
 
     def run_method(self, function: FunctionInfo, ref: ClassRef, with_arguments: bool = True

@@ -41,7 +41,8 @@ class Marker:
     # optimizer_self, scheduler_self, module_self
     # The class; for `module` (a submodule) and `module_list` (its elements): a project
     # class, None (a torch.nn layer), UNSEEN_MODULE_CLASS, or a tuple of those when
-    # conditional assignments or mixed elements give several.
+    # conditional assignments or mixed elements give several (`()`: an empty container,
+    # its elements appended later).
     ref: ClassRef | None | tuple = None
 
 
@@ -141,7 +142,7 @@ def union_classes(a: ClassRef | None | tuple, b: ClassRef | None | tuple
                   ) -> ClassRef | None | tuple:
     classes = list(module_classes(a))
     classes += [c for c in module_classes(b) if not any(c is d for d in classes)]
-    return classes[0] if len(classes) == 1 else tuple(classes)
+    return classes[0] if len(classes) == 1 else tuple(classes)  # (no class: `()`)
 
 
 def combine(values: Iterable[Value], step) -> Value:
