@@ -364,6 +364,8 @@ class _ScopeFlow(StatementWalker):
     """The float64 values of one scope (a function, a class body, the module's own
     statements), statements in order; records the uses that reach a place that matters."""
 
+    join_values = staticmethod(_join)
+
     def __init__(self, reaches: _Reaches, scope: Scope):
         self.reaches = reaches
         self.module = reaches.module
@@ -438,22 +440,6 @@ class _ScopeFlow(StatementWalker):
         self.block(node.orelse)
         self.env = join_envs(after_body, self.env, _join)
 
-    def statement_For(self, node: ast.For | ast.AsyncFor) -> None:
-        self.bind(node.target, self.eval(node.iter))
-        before = dict(self.env)
-        self.block(node.body)
-        self.env = join_envs(before, self.env, _join)
-        self.block(node.orelse)
-
-    statement_AsyncFor = statement_For
-
-    def statement_While(self, node: ast.While) -> None:
-        self.eval(node.test)
-        before = dict(self.env)
-        self.block(node.body)
-        self.env = join_envs(before, self.env, _join)
-        self.block(node.orelse)
-
     def statement_With(self, node: ast.With | ast.AsyncWith) -> None:
         for item in node.items:
             value = self.eval(item.context_expr)
@@ -491,6 +477,9 @@ class _ScopeFlow(StatementWalker):
             if self.names_are_state:
                 self.reaches.record(_float64(value), Reach.OBJECT_STATE)
             self.env[target.id] = value
+
+    def bind_loop_target(self, target: ast.expr, iterable: _Value | None) -> None:
+        self.bind(target, iterable)
 
     def bind(self, target: ast.expr, value: _Value | None) -> None:
         """A loop's or comprehension's names (each the whole value: its elements)."""

@@ -77,7 +77,32 @@ class StatementWalker:
                 for condition in child.ifs:
                     self.eval(condition)
 
-    # ---- statements both analyses walk alike ------------------------------------------
+    # ---- statements the analyses walk alike --------------------------------------------
+
+    # The analysis's join of two values where control flow merges.
+    join_values: Callable[[object, object], object]
+
+    def bind_loop_target(self, target: ast.expr, iterable: object) -> None:
+        """Bind a `for` loop's target to the elements of `iterable`'s value."""
+        raise NotImplementedError
+
+    def statement_For(self, node: ast.For | ast.AsyncFor) -> None:
+        """The body once, joined with not entering it."""
+        self.bind_loop_target(node.target, self.eval(node.iter))
+        before = dict(self.env)
+        self.block(node.body)
+        self.env = join_envs(before, self.env, self.join_values)
+        self.block(node.orelse)
+
+    statement_AsyncFor = statement_For
+
+    def statement_While(self, node: ast.While) -> None:
+        """The test, then the body once, joined with not entering it."""
+        self.eval(node.test)
+        before = dict(self.env)
+        self.block(node.body)
+        self.env = join_envs(before, self.env, self.join_values)
+        self.block(node.orelse)
 
     def statement_Expr(self, node: ast.Expr) -> None:
         self.eval(node.value)

@@ -38,6 +38,8 @@ class FunctionCall:
 class StateWalker(StatementWalker):
     """Walks one function body for one call, statements in order."""
 
+    join_values = staticmethod(join)
+
     def __init__(self, analysis: OptimizerStateAnalysis, optimizer_class: OptimizerClass,
                  call: FunctionCall, facts: list[StateFact]):
         self.analysis = analysis
@@ -126,22 +128,6 @@ class StateWalker(StatementWalker):
         self.env = before
         self.guarded_block(node.orelse, absent_in_else)
         self.env = join_envs(after_body, self.env, join)
-
-    def statement_For(self, node: ast.For | ast.AsyncFor) -> None:
-        self.bind_loop_target(node.target, self.eval(node.iter))
-        before = dict(self.env)
-        self.block(node.body)
-        self.env = join_envs(before, self.env, join)
-        self.block(node.orelse)
-
-    statement_AsyncFor = statement_For
-
-    def statement_While(self, node: ast.While) -> None:
-        self.eval(node.test)
-        before = dict(self.env)
-        self.block(node.body)
-        self.env = join_envs(before, self.env, join)
-        self.block(node.orelse)
 
     def statement_With(self, node: ast.With | ast.AsyncWith) -> None:
         for item in node.items:
