@@ -183,6 +183,18 @@ def test_sarif_fixes_give_what_fix_writes(project, code, safe):
     assert patched != MIXED
 
 
+def test_sarif_fix_replaces_only_the_words_that_change(project):
+    log, _ = sarif_of(project, "--select", "CS104", "pkg/mixed.py")
+    replacement, = log["runs"][0]["results"][0]["fixes"][0]["artifactChanges"][0][
+        "replacements"]
+    line = MIXED.splitlines()[11]
+    start = line.index("torch.zeros_like") + 1
+    assert replacement == {
+        "deletedRegion": {"startLine": 12, "startColumn": start, "endLine": 12,
+                          "endColumn": start + len("torch")},
+        "insertedContent": {"text": "cstorch"}}
+
+
 def test_sarif_fix_that_adds_an_import_is_two_replacements(tmp_path):
     source = ("import torch\nfrom cerebras.pytorch.optim.lr_scheduler import CosineDecayLR\n"
               "\n\ndef build(model):\n"
@@ -262,8 +274,9 @@ def test_fingerprints_survive_line_shifts_and_tell_identical_findings_apart(proj
     pytest.param(lambda s: s.replace('state = self.state[p]', 'st = self.state[p]')
                  .replace('state["m"] = state["m"]', 'st["m"] = st["m"]'), id="flagged text"),
     pytest.param(lambda s: s.replace("def step(", "def step_renamed(").replace(
-        "    def preinitialize", "    def step(self, closure=None):\n        return self.step_renamed()\n\n"
-        "    def preinitialize"), id="enclosing function"),
+        "    def preinitialize", "    def step(self, closure=None):\n"
+        "        return self.step_renamed()\n\n    def preinitialize"),
+        id="enclosing function"),
 ])
 def test_fingerprint_changes_with_the_flagged_text_or_its_function(project, edit):
     before = dict(fingerprints(project))

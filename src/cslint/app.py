@@ -119,9 +119,14 @@ def _report(linted: LintResult, detail: ReportDetail, fixed: int = 0) -> Report:
     errors = tuple(InputProblem(error.display_path, error.problem, error.line, error.column)
                    for error in linted.errors)
     root = linted.project_root
-    paths = {shown: project_path(source.path, root) for shown, source in linted.sources.items()}
+    paths = {}
+    for finding in linted.findings:
+        if finding.path not in paths:
+            paths[finding.path] = project_path(linted.sources[finding.path].path, root)
     for error in errors:
-        paths.setdefault(error.path, project_path(Path(error.path), root))
+        source = linted.sources.get(error.path)
+        paths.setdefault(error.path, project_path(source.path if source else Path(error.path),
+                                                  root))
     fix_edits = {}
     if detail.fix_edits and any(finding.fixable for finding in linted.findings):
         from cslint.fixes.apply import fix_replacements  # libcst: loaded only when asked

@@ -84,8 +84,8 @@ def resolve_config(paths: tuple[str, ...], config_path: str | None, no_config: b
 @click.option("--format", "output_format", type=click.Choice(list(FORMATS)), default="text",
               show_default=True, help="text, json, sarif (SARIF 2.1.0), github (GitHub "
               "Actions annotations) or gitlab (GitLab Code Quality).")
-@click.option("--output-file", "-o", type=str, help="Write the output to this file instead "
-              "of stdout.")
+@click.option("--output-file", "-o", type=str, metavar="PATH",
+              help="Write the output to this file instead of stdout.")
 @click.option("--show-source/--no-show-source", default=None, help="Show each finding's "
               "source line, underlined (text format; default: on when stdout is a terminal, "
               "off with --quiet).")

@@ -127,9 +127,10 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
         result.sources[loaded.source.display_path] = loaded.source
         try:
             findings = _check_module(loaded, project, config, rules, analyses)
-            result.findings.extend(with_fingerprints(
-                findings, project_path(loaded.source.path, files.root), loaded.source.lines,
-                loaded.module.tree))
+            if findings:
+                result.findings.extend(with_fingerprints(
+                    findings, project_path(loaded.source.path, files.root),
+                    loaded.source.lines, loaded.module.tree))
         except RecursionError:
             result.errors.append(InputError(loaded.source.display_path,
                                             TOO_DEEP))

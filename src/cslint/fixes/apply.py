@@ -160,7 +160,8 @@ _LINE_END = re.compile(r"\r\n|\r|\n")
 def replacements(old: str, new: str) -> tuple[Replacement, ...]:
     """The smallest spans of `old` (in lines as Python numbers them and character columns)
     whose replacement gives `new`: one per changed run of lines, trimmed to the
-    characters that differ."""
+    characters that differ, widened to whole words (`torch` -> `cstorch`, not an
+    inserted `cs`)."""
     old_lines, new_lines = _LINE.findall(old), _LINE.findall(new)
     matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
     found = []
@@ -169,12 +170,25 @@ def replacements(old: str, new: str) -> tuple[Replacement, ...]:
             continue
         removed, inserted = "".join(old_lines[i1:i2]), "".join(new_lines[j1:j2])
         prefix = len(_common_prefix(removed, inserted))
+        while _splits_word(removed, prefix) or _splits_word(inserted, prefix):
+            prefix -= 1
         suffix = len(_common_prefix(removed[prefix:][::-1], inserted[prefix:][::-1]))
+        while _splits_word(removed, len(removed) - suffix) \
+                or _splits_word(inserted, len(inserted) - suffix):
+            suffix -= 1
         start = _position(i1 + 1, removed[:prefix])
         end = _position(i1 + 1, removed[:len(removed) - suffix])
         found.append(Replacement(Location(*start, *end),
                                  inserted[prefix:len(inserted) - suffix]))
     return tuple(found)
+
+
+def _splits_word(text: str, at: int) -> bool:
+    return 0 < at < len(text) and _is_word(text[at - 1]) and _is_word(text[at])
+
+
+def _is_word(character: str) -> bool:
+    return character.isalnum() or character == "_"
 
 
 def _common_prefix(a: str, b: str) -> str:
