@@ -18,6 +18,7 @@ from cslint.config import Config
 from cslint.diagnostics import InputProblem, Report, RuleDescription
 from cslint.discovery import project_path
 from cslint.engine import STDIN, LintResult, lint
+from cslint.rule_pages import read_page
 
 __all__ = ["STDIN", "FixDiff", "FixMode", "ReportDetail", "RunResult", "run"]
 
@@ -109,8 +110,6 @@ def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None
 
 
 def _report(linted: LintResult, detail: ReportDetail, fixed: int = 0) -> Report:
-    if detail.rule_pages:
-        from cslint.rule_pages import read_page
     rules = tuple(
         RuleDescription(rule.code, rule.name, rule.family, rule.severity,
                         CODES[rule.code].summary, rule.fixable,
