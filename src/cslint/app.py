@@ -9,13 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Sequence
 
+from cslint import __version__
+from cslint.codes import CODES
 from cslint.config import Config
-from cslint.diagnostics import Report
+from cslint.diagnostics import InputProblem, Report, RuleDescription
+from cslint.discovery import project_path
 from cslint.engine import STDIN, LintResult, lint
+from cslint.rule_pages import read_page
 
-__all__ = ["STDIN", "FixDiff", "FixMode", "RunResult", "run"]
+__all__ = ["STDIN", "FixDiff", "FixMode", "ReportDetail", "RunResult", "run"]
 
 
 class FixMode(Enum):
@@ -49,14 +54,23 @@ class RunResult:
     stdin_output: bytes | None = None
 
 
+@dataclass(frozen=True)
+class ReportDetail:
+    """What the report carries beyond the findings, for the formats that use it."""
+
+    rule_pages: bool = False  # each rule's page (SARIF's rule help)
+    fix_edits: bool = False  # each fix as text replacements (SARIF's fixes; loads libcst)
+
+
 def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None = None,
-        fix_mode: FixMode = FixMode.CHECK, unsafe_fixes: bool = False) -> RunResult:
+        fix_mode: FixMode = FixMode.CHECK, unsafe_fixes: bool = False,
+        detail: ReportDetail = ReportDetail()) -> RunResult:
     """Lint `paths` (`-` stands for `stdin`: its display name and its bytes) under
     `config`, then fix as `fix_mode` asks: the safe fixes, the unsafe ones too when
-    `unsafe_fixes`."""
+    `unsafe_fixes`. The report carries what `detail` asks for."""
     linted = lint(list(paths), config, stdin)
     if fix_mode is FixMode.CHECK:
-        return RunResult(_report(linted), tuple(linted.notices))
+        return RunResult(_report(linted, detail), tuple(linted.notices))
 
     from cslint.fixes.apply import fix_findings  # libcst: loaded only when fixing
 
@@ -70,7 +84,8 @@ def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None
     fixed = len(fixes.applied)
     if fix_mode is FixMode.DIFF:
         diff = FixDiff("".join(file.diff() for file in changed), fixed, len(changed))
-        return RunResult(_report(linted), tuple(linted.notices), tuple(messages), diff=diff)
+        return RunResult(_report(linted, detail), tuple(linted.notices), tuple(messages),
+                         diff=diff)
 
     from cslint.fixes.write import write_fixed
 
@@ -90,10 +105,34 @@ def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None
         # The findings left, at their places in the fixed code.
         linted = lint(list(paths), config, (stdin_name, fixed_stdin)
                       if stdin_name is not None and fixed_stdin is not None else stdin)
-    return RunResult(_report(linted, fixed), tuple(linted.notices), tuple(messages),
+    return RunResult(_report(linted, detail, fixed), tuple(linted.notices), tuple(messages),
                      stdin_output=stdin_output)
 
 
-def _report(linted: LintResult, fixed: int = 0) -> Report:
-    return Report(tuple(linted.findings), tuple(error.render() for error in linted.errors),
-                  linted.files_checked, fixed)
+def _report(linted: LintResult, detail: ReportDetail, fixed: int = 0) -> Report:
+    rules = tuple(
+        RuleDescription(rule.code, rule.name, rule.family, rule.severity,
+                        CODES[rule.code].summary, rule.fixable,
+                        read_page(rule.code) if detail.rule_pages else None)
+        for rule in linted.rules)
+    errors = tuple(InputProblem(error.display_path, error.problem, error.line, error.column)
+                   for error in linted.errors)
+    root = linted.project_root
+    paths = {}
+    for finding in linted.findings:
+        if finding.path not in paths:
+            paths[finding.path] = project_path(linted.sources[finding.path].path, root)
+    for error in errors:
+        source = linted.sources.get(error.path)
+        paths.setdefault(error.path, project_path(source.path if source else Path(error.path),
+                                                  root))
+    fix_edits = {}
+    if detail.fix_edits and any(finding.fixable for finding in linted.findings):
+        from cslint.fixes.apply import fix_replacements  # libcst: loaded only when asked
+
+        fix_edits = fix_replacements(linted.sources, linted.findings)
+    return Report(tuple(linted.findings), errors, linted.files_checked, fixed,
+                  linter_version=__version__, rules=rules,
+                  project_root=str(root) if root is not None else None, project_paths=paths,
+                  source_lines={shown: source.lines for shown, source in linted.sources.items()},
+                  fix_edits=fix_edits)

@@ -15,7 +15,7 @@ from cslint import __version__
 from cslint.codes import CODES, validate_selector
 from cslint.config import Config, ConfigError, find_config_file, load_config_file, \
     parse_version
-from cslint.output import FORMATS
+from cslint.output import FORMATS, STATISTICS_FORMATS
 from cslint.rule_pages import rules_markdown, rules_table
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -43,6 +43,22 @@ def _error(message: str) -> None:
     click.echo(f"cslint: error: {message}", err=True)
 
 
+def _write_output(text: str, output_file: str | None) -> None:
+    """Print `text`, or write it to `output_file` (its folders are created; the file is
+    written even when `text` is empty, so no earlier run's output is left there)."""
+    if output_file is None:
+        if text:
+            click.echo(text, nl=False)
+        return
+    path = Path(output_file)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8", newline="")
+    except OSError as err:
+        _error(f"{output_file}: cannot write: {err.strerror or err}")
+        sys.exit(EXIT_ERROR)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="cslint")
 def main() -> None:
@@ -66,7 +82,13 @@ def resolve_config(paths: tuple[str, ...], config_path: str | None, no_config: b
 @click.option("--ignore", multiple=True, help="Codes or prefixes to leave out.")
 @click.option("--extend-select", multiple=True, help="Codes or prefixes to add to the selection.")
 @click.option("--format", "output_format", type=click.Choice(list(FORMATS)), default="text",
-              show_default=True)
+              show_default=True, help="text, json, sarif (SARIF 2.1.0), github (GitHub "
+              "Actions annotations) or gitlab (GitLab Code Quality).")
+@click.option("--output-file", "-o", type=str, metavar="PATH",
+              help="Write the output to this file instead of stdout.")
+@click.option("--show-source/--no-show-source", default=None, help="Show each finding's "
+              "source line, underlined (text format; default: on when stdout is a terminal, "
+              "off with --quiet).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--statistics", is_flag=True, help="Count findings per code instead of listing them.")
 @click.option("--quiet", "-q", is_flag=True, help="Print findings only, no summary.")
@@ -80,12 +102,18 @@ def resolve_config(paths: tuple[str, ...], config_path: str | None, no_config: b
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes too.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing "
               "(exit 1 when there is a diff).")
-def check(paths, select, ignore, extend_select, output_format, exit_zero, statistics, quiet,
-          config_path, no_config, cstorch_version, stdin_filename, fix=False, unsafe_fixes=False,
-          diff=False):
+def check(paths, select, ignore, extend_select, output_format, output_file, show_source,
+          exit_zero, statistics, quiet, config_path, no_config, cstorch_version, stdin_filename,
+          fix=False, unsafe_fixes=False, diff=False):
     """Check PATHS (files or folders; default `.`; `-` reads stdin)."""
-    from cslint.app import STDIN, FixMode, run
+    from cslint.app import STDIN, FixMode, ReportDetail, run
 
+    if statistics and output_format not in STATISTICS_FORMATS:
+        raise click.UsageError(f"--statistics counts findings per code, which --format "
+                               f"{output_format} cannot show; use --format text or json")
+    if show_source is None:
+        show_source = output_format == "text" and not quiet and output_file is None \
+            and sys.stdout.isatty()
     paths = paths or (".",)
     try:
         config = resolve_config(paths, config_path, no_config)
@@ -103,7 +131,9 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
     if STDIN in paths:
         stdin = (stdin_filename or "<stdin>", sys.stdin.buffer.read())
     fix_mode = FixMode.DIFF if diff else FixMode.FIX if fix else FixMode.CHECK
-    result = run(paths, config, stdin=stdin, fix_mode=fix_mode, unsafe_fixes=unsafe_fixes)
+    sarif = output_format == "sarif"  # the rule pages and the fixes as edits are SARIF's
+    result = run(paths, config, stdin=stdin, fix_mode=fix_mode, unsafe_fixes=unsafe_fixes,
+                 detail=ReportDetail(rule_pages=sarif, fix_edits=sarif))
     report = result.report
 
     for message in result.fix_messages:
@@ -111,7 +141,7 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
     if result.diff is not None:
         for error in report.errors:
             _error(error)
-        click.echo(result.diff.text, nl=False)
+        _write_output(result.diff.text, output_file)
         if not quiet:
             click.echo(f"Would fix {result.diff.fixes} problem(s) in {result.diff.files} "
                        f"file(s).", err=True)
@@ -125,10 +155,9 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
         _error(error)
     for notice in result.notices:
         click.echo(f"cslint: {notice}", err=True)
-    if result.stdin_output is None:
-        output = FORMATS[output_format](report, statistics=statistics, quiet=quiet)
-        if output:
-            click.echo(output, nl=False)
+    if result.stdin_output is None or output_file is not None:
+        _write_output(FORMATS[output_format](report, statistics=statistics, quiet=quiet,
+                                             show_source=show_source), output_file)
     if report.errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if report.findings and not exit_zero else EXIT_CLEAN)

@@ -80,6 +80,18 @@ def display_path(path: Path, given: str) -> str:
     return os.path.normpath(given) if given else str(path)
 
 
+def project_path(path: Path, root: Path | None) -> str:
+    """`path` as a path in the project: relative to its root (resolved, as
+    `find_project_root` gives it) with `/` separators; absolute outside the project."""
+    resolved = path.resolve()
+    if root is not None:
+        try:
+            return resolved.relative_to(root).as_posix()
+        except ValueError:
+            pass
+    return resolved.as_posix()
+
+
 def find_project_root(paths: list[Path]) -> Path:
     """The folder holding the nearest pyproject.toml or .git above the first path;
     without one, the common folder of the paths given."""

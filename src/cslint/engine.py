@@ -12,7 +12,9 @@ from pathlib import Path
 from cslint.codes import selected_by_any
 from cslint.config import Config
 from cslint.diagnostics import Finding
-from cslint.discovery import ExcludeMatcher, Target, display_path, walk_python_files
+from cslint.discovery import ExcludeMatcher, Target, display_path, project_path, \
+    walk_python_files
+from cslint.fingerprints import with_fingerprints
 from cslint.project_files import LoadedFile, load_file, project_files_for
 from cslint.rules import ModuleContext, Rule, select_rules
 from cslint.semantic.analyses import Analyses
@@ -34,6 +36,11 @@ class LintResult:
     files_checked: int = 0
     # The checked files as read, by display path: what fixes rewrite.
     sources: dict[str, SourceFile] = field(default_factory=dict)
+    # The rules that ran.
+    rules: list[Rule] = field(default_factory=list)
+    # The project's folder, resolved (None without inputs): paths in the project are
+    # relative to it (`cslint.discovery.project_path`).
+    project_root: Path | None = None
 
 
 def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResult
@@ -112,12 +119,18 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
                            load_official_api(), config, loader=files)
     _freeze_trees(collecting)
     rules = select_rules(config)
+    result.rules = rules
+    result.project_root = files.root
     analyses = Analyses(project, {analysis for rule in rules for analysis in rule.uses})
     for loaded in checked:
         result.files_checked += 1
         result.sources[loaded.source.display_path] = loaded.source
         try:
-            result.findings.extend(_check_module(loaded, project, config, rules, analyses))
+            findings = _check_module(loaded, project, config, rules, analyses)
+            if findings:
+                result.findings.extend(with_fingerprints(
+                    findings, project_path(loaded.source.path, files.root),
+                    loaded.source.lines, loaded.module.tree))
         except RecursionError:
             result.errors.append(InputError(loaded.source.display_path,
                                             TOO_DEEP))

@@ -42,7 +42,8 @@ class ProjectFiles:
     they may depend on a checked file (so one changed file gets the findings a run over
     the whole tree would give it)."""
 
-    def __init__(self, files: list[Path]):
+    def __init__(self, files: list[Path], root: Path | None = None):
+        self.root = root  # the project's folder (None without inputs)
         self.by_module: dict[str, list[Path]] = {}
         for path in files:
             self.by_module.setdefault(module_name_for(path)[0], []).append(path)
@@ -105,4 +106,4 @@ def project_files_for(targets: list[Target], stdin, exclude: ExcludeMatcher,
     if others:
         resolved = {a.resolve() for a in anchors}
         others = [p for p in others if p.resolve() not in resolved]
-    return ProjectFiles(others)
+    return ProjectFiles(others, root.resolve())

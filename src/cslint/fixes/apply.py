@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import codecs
 import difflib
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -22,7 +23,7 @@ with warnings.catch_warnings():
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 
-from cslint.diagnostics import Finding
+from cslint.diagnostics import Finding, Location, Replacement
 from cslint.fixes.kinds import CallFix, FixContext, NotApplicable
 from cslint.fixes.syntax import dotted
 from cslint.source import SourceFile
@@ -122,6 +123,84 @@ def fix_source(source: SourceFile, findings: list[Finding]) -> FileFix:
     result.applied = applied
     result.dropped = dropped
     return result
+
+
+def fix_replacements(sources: dict[str, SourceFile], findings: Iterable[Finding]
+                     ) -> dict[Finding, tuple[Replacement, ...]]:
+    """Each fix (safe or not) applied on its own, as replacements of spans of its file
+    (SARIF's `fixes`); a fix that does not apply, or whose result would not parse, has
+    none."""
+    by_path: dict[str, list[Finding]] = {}
+    for finding in findings:
+        if finding.fix is not None:
+            by_path.setdefault(finding.path, []).append(finding)
+    edits: dict[Finding, tuple[Replacement, ...]] = {}
+    for path, file_findings in by_path.items():
+        source = sources.get(path)
+        if source is None:
+            continue
+        try:
+            module = cst.parse_module(source.text)
+        except cst.ParserSyntaxError:
+            continue
+        for finding in file_findings:
+            try:
+                text, applied, _ = _apply(module, [finding])
+            except Exception:  # noqa: BLE001 - one fix's trouble must not stop the report
+                continue
+            if applied and _parses(text):
+                edits[finding] = replacements(source.text, text)
+    return edits
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def replacements(old: str, new: str) -> tuple[Replacement, ...]:
+    """The smallest spans of `old` (in lines as Python numbers them and character columns)
+    whose replacement gives `new`: one per changed run of lines, trimmed to the
+    characters that differ, widened to whole words (`torch` -> `cstorch`, not an
+    inserted `cs`)."""
+    old_lines, new_lines = _LINE.findall(old), _LINE.findall(new)
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    found = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        removed, inserted = "".join(old_lines[i1:i2]), "".join(new_lines[j1:j2])
+        prefix = len(_common_prefix(removed, inserted))
+        while _splits_word(removed, prefix) or _splits_word(inserted, prefix):
+            prefix -= 1
+        suffix = len(_common_prefix(removed[prefix:][::-1], inserted[prefix:][::-1]))
+        while _splits_word(removed, len(removed) - suffix) \
+                or _splits_word(inserted, len(inserted) - suffix):
+            suffix -= 1
+        start = _position(i1 + 1, removed[:prefix])
+        end = _position(i1 + 1, removed[:len(removed) - suffix])
+        found.append(Replacement(Location(*start, *end),
+                                 inserted[prefix:len(inserted) - suffix]))
+    return tuple(found)
+
+
+def _splits_word(text: str, at: int) -> bool:
+    return 0 < at < len(text) and _is_word(text[at - 1]) and _is_word(text[at])
+
+
+def _is_word(character: str) -> bool:
+    return character.isalnum() or character == "_"
+
+
+def _common_prefix(a: str, b: str) -> str:
+    return a[:next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))]
+
+
+def _position(first_line: int, before: str) -> tuple[int, int]:
+    """(line, 1-based column) just after `before`, a text starting at `first_line`."""
+    ends = list(_LINE_END.finditer(before))
+    if not ends:
+        return first_line, len(before) + 1
+    return first_line + len(ends), len(before) - ends[-1].end() + 1
 
 
 def _parses(text: str) -> bool:

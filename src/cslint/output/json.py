@@ -8,7 +8,7 @@ from cslint.codes import CODES
 from cslint.diagnostics import Report
 
 
-def render(report: Report, *, statistics: bool, quiet: bool) -> str:
+def render(report: Report, *, statistics: bool, quiet: bool, show_source: bool = False) -> str:
     if statistics:
         data = [{"code": code, "name": CODES[code].name, "count": count}
                 for code, count in report.counts_by_code()]
