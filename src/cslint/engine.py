@@ -58,9 +58,11 @@ def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResul
 
 
 def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = None,
-         project_root: Path | None = None) -> LintResult:
+         project_root: Path | None = None, *, apply_noqa: bool = True) -> LintResult:
     """Check `paths` (and stdin, given as (display name, bytes)) under `config`.
-    `project_root` overrides the folder searched for context (tests pin it)."""
+    `project_root` overrides the folder searched for context (tests pin it).
+    `apply_noqa=False` keeps the findings that `# noqa` comments suppress, for a caller
+    that applies its own (flake8 does, and honours its --disable-noqa)."""
     collecting = gc.isenabled()
     # Every syntax tree stays alive for the run, so the cyclic collector would rescan a
     # growing heap of AST nodes again and again while they are built (measured: it
@@ -70,7 +72,7 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
     thresholds = gc.get_threshold()
     gc.disable()
     try:
-        return _lint(paths, config, stdin, project_root, collecting)
+        return _lint(paths, config, stdin, project_root, collecting, apply_noqa)
     finally:
         gc.unfreeze()
         gc.set_threshold(*thresholds)
@@ -88,7 +90,7 @@ def _freeze_trees(collecting: bool) -> None:
 
 
 def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
-          project_root: Path | None, collecting: bool) -> LintResult:
+          project_root: Path | None, collecting: bool, apply_noqa: bool) -> LintResult:
     result = LintResult()
     exclude = ExcludeMatcher(config.exclude, config.base_dir)
     targets = collect_targets(paths, exclude, result)
@@ -117,7 +119,8 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
         result.files_checked += 1
         result.sources[loaded.source.display_path] = loaded.source
         try:
-            result.findings.extend(_check_module(loaded, project, config, rules, analyses))
+            result.findings.extend(_check_module(loaded, project, config, rules, analyses,
+                                                 apply_noqa))
         except RecursionError:
             result.errors.append(InputError(loaded.source.display_path,
                                             TOO_DEEP))
@@ -133,7 +136,7 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
 
 
 def _check_module(loaded: LoadedFile, project: ProjectIndex, config: Config, rules: list[Rule],
-                  analyses: Analyses) -> list[Finding]:
+                  analyses: Analyses, apply_noqa: bool) -> list[Finding]:
     suppressions = scan_suppressions(loaded.source.text, loaded.source.lines)
     if suppressions.skip_file:
         return []
@@ -151,7 +154,8 @@ def _check_module(loaded: LoadedFile, project: ProjectIndex, config: Config, rul
                 if place in places:
                     continue
                 places.add(place)
-            if not suppressions.suppresses(finding.location.line, finding.code):
+            if not apply_noqa or not suppressions.suppresses(finding.location.line,
+                                                             finding.code):
                 findings.append(finding)
     return findings
 
