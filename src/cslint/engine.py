@@ -65,9 +65,11 @@ def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResul
 
 
 def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = None,
-         project_root: Path | None = None) -> LintResult:
+         project_root: Path | None = None, *, apply_noqa: bool = True) -> LintResult:
     """Check `paths` (and stdin, given as (display name, bytes)) under `config`.
-    `project_root` overrides the folder searched for context (tests pin it)."""
+    `project_root` overrides the folder searched for context (tests pin it).
+    `apply_noqa=False` keeps the findings that `# noqa` comments suppress, for a caller
+    that applies its own (flake8 does, and honours its --disable-noqa)."""
     collecting = gc.isenabled()
     # Every syntax tree stays alive for the run, so the cyclic collector would rescan a
     # growing heap of AST nodes again and again while they are built (measured: it
@@ -77,7 +79,7 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
     thresholds = gc.get_threshold()
     gc.disable()
     try:
-        return _lint(paths, config, stdin, project_root, collecting)
+        return _lint(paths, config, stdin, project_root, collecting, apply_noqa)
     finally:
         gc.unfreeze()
         gc.set_threshold(*thresholds)
@@ -95,7 +97,7 @@ def _freeze_trees(collecting: bool) -> None:
 
 
 def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
-          project_root: Path | None, collecting: bool) -> LintResult:
+          project_root: Path | None, collecting: bool, apply_noqa: bool) -> LintResult:
     result = LintResult()
     exclude = ExcludeMatcher(config.exclude, config.base_dir)
     targets = collect_targets(paths, exclude, result)
@@ -126,7 +128,7 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
         result.files_checked += 1
         result.sources[loaded.source.display_path] = loaded.source
         try:
-            findings = _check_module(loaded, project, config, rules, analyses)
+            findings = _check_module(loaded, project, config, rules, analyses, apply_noqa)
             if findings:
                 result.findings.extend(with_fingerprints(
                     findings, project_path(loaded.source.path, files.root),
@@ -146,7 +148,7 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
 
 
 def _check_module(loaded: LoadedFile, project: ProjectIndex, config: Config, rules: list[Rule],
-                  analyses: Analyses) -> list[Finding]:
+                  analyses: Analyses, apply_noqa: bool) -> list[Finding]:
     suppressions = scan_suppressions(loaded.source.text, loaded.source.lines)
     if suppressions.skip_file:
         return []
@@ -164,7 +166,8 @@ def _check_module(loaded: LoadedFile, project: ProjectIndex, config: Config, rul
                 if place in places:
                     continue
                 places.add(place)
-            if not suppressions.suppresses(finding.location.line, finding.code):
+            if not apply_noqa or not suppressions.suppresses(finding.location.line,
+                                                             finding.code):
                 findings.append(finding)
     return findings
 
