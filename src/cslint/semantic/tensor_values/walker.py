@@ -430,13 +430,19 @@ class FunctionWalker(StatementWalker):
 
     def eval_Dict(self, node: ast.Dict) -> Value:
         result = Container(None, mapping=True)
+        copies_group = False
         for key_node, value_node in zip(node.keys, node.values):
             if key_node is None:  # `{**other}`
-                result = merged_into(result, self.eval(value_node))
+                spread = self.eval(value_node)
+                copies_group = copies_group or (
+                    isinstance(spread, Marker) and spread.kind == "group")
+                result = merged_into(result, spread)
             else:
                 key = self.eval(key_node)
                 result = stored_into(result, key, self.eval(value_node))
-        return result
+        # `{**group, "params": owned}` is a param group with some entries replaced: its
+        # hyperparameters keep their own values, not the join of every entry's.
+        return Marker("group") if copies_group else result
 
     def eval_Starred(self, node: ast.Starred) -> Value:
         return self.eval(node.value)
