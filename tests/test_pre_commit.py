@@ -92,11 +92,9 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
-def _require(available: bool, what: str) -> None:
+def _missing(what: str) -> None:
     """Skip without `what` on a laptop; fail under CI=true, where these tests must run."""
-    if available:
-        return
-    message = f"needs {what} (pre-commit comes with the `test` extra)"
+    message = f"needs {what}"
     if _in_ci():
         pytest.fail(f"CI=true but {message}", pytrace=False)
     pytest.skip(message)
@@ -132,11 +130,12 @@ def hook_source(tmp_path_factory) -> tuple[Path, str, dict[str, str]]:
     """This project as a pre-commit `repo:`: a git repository holding its working tree as
     it is now (uncommitted edits too), and the environment that runs pre-commit with a
     store shared by the session, so the hook's environment is built once."""
-    _require(shutil.which("git") is not None, "git")
+    if shutil.which("git") is None:
+        _missing("git")
     try:
         importlib.metadata.version("pre-commit")
     except importlib.metadata.PackageNotFoundError:
-        _require(False, "the pre-commit package")
+        _missing("the pre-commit package (the `test` extra installs it)")
     env = _environment(tmp_path_factory.mktemp("pre-commit-home"))
     source = _new_repository(tmp_path_factory.mktemp("cslint-source"), env)
     for name in INSTALLED_FILES:
