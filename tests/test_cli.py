@@ -236,8 +236,11 @@ def test_exclude_and_per_file_ignores(project):
     result = run(["check", "."], project)
     assert "legacy" not in result.stdout and "tests" not in result.stdout
     assert "lazy.py:17" in result.stdout
-    # A file named explicitly is always checked, even when excluded.
+    # A file named explicitly is checked even when excluded, unless --force-exclude (the
+    # pre-commit hooks' entry: they name every staged file).
     assert "legacy" in run(["check", "legacy/opt.py"], project).stdout
+    forced = run(["check", "--force-exclude", "legacy/opt.py", "lazy.py"], project)
+    assert "legacy" not in forced.stdout and "lazy.py:17" in forced.stdout
 
 
 def test_skipped_folders(project):

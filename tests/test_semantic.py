@@ -138,6 +138,67 @@ def test_one_file_alone_gets_the_findings_of_a_whole_tree_run(tmp_path):
         assert alone == {f for f in whole if f[0] == name}
 
 
+def test_one_file_alone_sees_callers_that_reach_it_through_another_file(tmp_path):
+    """helpers.py's float() calls read tensors only because of code two files away that
+    names nothing of helpers.py: Dist passes parameters to a method it inherits from Base,
+    which calls total(); Plain passes them to wrapped.largest_of(), which calls largest().
+    A run over helpers.py alone must read those files too."""
+    write(tmp_path, {
+        "pyproject.toml": "[project]\nname = 'demo'\n",
+        "helpers.py": """
+            def total(values):
+                return sum(float(v) for v in values)
+
+            def largest(values):
+                return max(float(v) for v in values)
+            """,
+        "base.py": """
+            import cerebras.pytorch as cstorch
+            from helpers import total
+
+            class Base(cstorch.optim.Optimizer):
+                def preinitialize(self):
+                    pass
+
+                def norm(self, params):
+                    return total(params)
+
+                def step(self, closure=None):
+                    pass
+            """,
+        "dist.py": """
+            from base import Base
+
+            class Dist(Base):
+                def step(self, closure=None):
+                    for group in self.param_groups:
+                        self.norm(group["params"])
+            """,
+        "wrapped.py": """
+            from helpers import largest
+
+            def largest_of(params):
+                return largest(params)
+            """,
+        "plain.py": """
+            import cerebras.pytorch as cstorch
+            from wrapped import largest_of
+
+            class Plain(cstorch.optim.Optimizer):
+                def preinitialize(self):
+                    pass
+
+                def step(self, closure=None):
+                    for group in self.param_groups:
+                        largest_of(group["params"])
+            """,
+    })
+    whole = findings(tmp_path, ".")
+    assert {("helpers.py", 3, "CS204"), ("helpers.py", 6, "CS204")} <= whole
+    for name in ("helpers.py", "base.py", "dist.py", "wrapped.py", "plain.py"):
+        assert findings(tmp_path, name) == {f for f in whole if f[0] == name}
+
+
 def test_official_table_knows_inherited_methods_and_state(tmp_path):
     write(tmp_path, {"mine.py": """
         import torch

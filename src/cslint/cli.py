@@ -97,6 +97,8 @@ def resolve_config(paths: tuple[str, ...], config_path: str | None, no_config: b
 @click.option("--cstorch-version", callback=_version_option,
               help="The cstorch release the code targets, e.g. 2.4 or 2.10.")
 @click.option("--stdin-filename", type=str, help="The name to report for code read from `-`.")
+@click.option("--force-exclude", is_flag=True, help="Apply `exclude` to files named on the "
+              "command line too (as pre-commit names them).")
 @click.option("--fix", is_flag=True, help="Apply the safe fixes (files are rewritten; stdin: the "
               "fixed code goes to stdout).")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes too.")
@@ -104,7 +106,7 @@ def resolve_config(paths: tuple[str, ...], config_path: str | None, no_config: b
               "(exit 1 when there is a diff).")
 def check(paths, select, ignore, extend_select, output_format, output_file, show_source,
           exit_zero, statistics, quiet, config_path, no_config, cstorch_version, stdin_filename,
-          fix=False, unsafe_fixes=False, diff=False):
+          force_exclude=False, fix=False, unsafe_fixes=False, diff=False):
     """Check PATHS (files or folders; default `.`; `-` reads stdin)."""
     from cslint.app import STDIN, FixMode, ReportDetail, run
 
@@ -126,6 +128,7 @@ def check(paths, select, ignore, extend_select, output_format, output_file, show
         ignore=config.ignore + _split_codes(ignore),
         extend_select=config.extend_select + _split_codes(extend_select),
         cstorch_version=cstorch_version,
+        force_exclude=force_exclude or None,
     )
     stdin = None
     if STDIN in paths:

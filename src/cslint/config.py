@@ -51,6 +51,10 @@ class Config:
     traced_decorators: tuple[str, ...] = ()
     traced_functions: tuple[str, ...] = ()
     tensor_hyperparameters: tuple[str, ...] = ("lr",)
+    # `exclude` applies to files named on the command line too (--force-exclude), as it
+    # does to the files of a folder walk: a hook that passes every staged file then
+    # reports what a run over the whole tree reports.
+    force_exclude: bool = False
     # Where the settings came from (None: defaults); relative globs resolve against its folder.
     source: Path | None = field(default=None, compare=False)
 

@@ -43,8 +43,8 @@ class LintResult:
     project_root: Path | None = None
 
 
-def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResult
-                    ) -> list[Target]:
+def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResult,
+                    force_exclude: bool = False) -> list[Target]:
     targets: list[Target] = []
     for given in paths:
         if given == STDIN:
@@ -58,7 +58,10 @@ def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResul
                 shown = display_path(file, str(Path(given) / file.relative_to(path)))
                 targets.append(Target(file, shown))
         elif path.exists():
-            targets.append(Target(path, display_path(path, given)))  # explicit: always checked
+            # A file named explicitly is checked even when excluded, unless forced out.
+            if force_exclude and exclude.excludes(path):
+                continue
+            targets.append(Target(path, display_path(path, given)))
         else:
             result.errors.append(InputError(display_path(path, given), "no such file or directory"))
     return targets
@@ -100,7 +103,7 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
           project_root: Path | None, collecting: bool, apply_noqa: bool) -> LintResult:
     result = LintResult()
     exclude = ExcludeMatcher(config.exclude, config.base_dir)
-    targets = collect_targets(paths, exclude, result)
+    targets = collect_targets(paths, exclude, result, config.force_exclude)
 
     checked: list[LoadedFile] = []
     for target in targets:

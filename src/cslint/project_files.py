@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cslint.discovery import ExcludeMatcher, Target, find_project_root, walk_python_files
-from cslint.semantic.module_index import ModuleIndex, build_module_index, module_name_for
+from cslint.semantic.module_index import FunctionInfo, ModuleIndex, build_module_index, \
+    module_name_for
 from cslint.source import TOO_DEEP, InputError, SourceFile
 
 
@@ -62,13 +63,16 @@ class ProjectFiles:
 
     def dependents(self, checked: list[ModuleIndex]) -> list[ModuleIndex]:
         """Files that name a class or function of the checked files, transitively
-        through the classes deriving from those: a text pre-filter, then a parse."""
+        through the classes and functions of those files that lead to them (subclasses,
+        and code that uses them): a text pre-filter, then a parse."""
         names = {n for m in checked for n in (*m.top_level_classes, *m.functions)}
         found: list[ModuleIndex] = []
         new_names = set(names)
         while new_names and self.pending:
             words = [n.encode() for n in sorted(new_names)]
             pattern = re.compile(rb"\b(?:" + b"|".join(map(re.escape, words)) + rb")\b")
+            # Every name so far (this round's included): what a found file's code may use.
+            any_name = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b")
             new_names = set()
             for path in sorted(self.pending):
                 try:
@@ -83,12 +87,24 @@ class ProjectFiles:
                 if module is None:
                     continue
                 found.append(module)
-                for info in module.classes.values():
-                    if info.name not in names and any(
-                            b and b.rsplit(".", 1)[-1] in names for b in info.base_names):
-                        new_names.add(info.name)
+                new_names |= _leading_to(module, names, any_name) - names
             names |= new_names
         return found
+
+
+def _leading_to(module: ModuleIndex, names: set[str], any_name: re.Pattern[str]) -> set[str]:
+    """The classes and functions of `module` through which other code reaches `names`:
+    subclasses of those classes, and classes and functions whose code uses them (a
+    caller of such a function passes values on to the checked code)."""
+    def uses(function: FunctionInfo) -> bool:
+        text = function.source_text
+        return text is None or any_name.search(text) is not None
+
+    leading = {f.name for f in module.functions.values() if uses(f)}
+    leading.update(c.name for c in module.classes.values()
+                   if any(b and b.rsplit(".", 1)[-1] in names for b in c.base_names)
+                   or any(uses(m) for m in c.methods.values()))
+    return leading
 
 
 def project_files_for(targets: list[Target], stdin, exclude: ExcludeMatcher,
