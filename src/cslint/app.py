@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from cslint import __version__
+from cslint.baseline import Baseline, match_baseline
 from cslint.codes import CODES
 from cslint.config import Config
 from cslint.diagnostics import InputProblem, Report, RuleDescription
@@ -64,13 +65,14 @@ class ReportDetail:
 
 def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None = None,
         fix_mode: FixMode = FixMode.CHECK, unsafe_fixes: bool = False,
-        detail: ReportDetail = ReportDetail()) -> RunResult:
+        detail: ReportDetail = ReportDetail(), baseline: Baseline | None = None) -> RunResult:
     """Lint `paths` (`-` stands for `stdin`: its display name and its bytes) under
     `config`, then fix as `fix_mode` asks: the safe fixes, the unsafe ones too when
-    `unsafe_fixes`. The report carries what `detail` asks for."""
+    `unsafe_fixes`. The report carries what `detail` asks for, and leaves out the
+    findings `baseline` records (`cslint.baseline.load_baseline`)."""
     linted = lint(list(paths), config, stdin)
     if fix_mode is FixMode.CHECK:
-        return RunResult(_report(linted, detail), tuple(linted.notices))
+        return RunResult(_report(linted, detail, baseline=baseline), tuple(linted.notices))
 
     from cslint.fixes.apply import fix_findings  # libcst: loaded only when fixing
 
@@ -84,8 +86,8 @@ def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None
     fixed = len(fixes.applied)
     if fix_mode is FixMode.DIFF:
         diff = FixDiff("".join(file.diff() for file in changed), fixed, len(changed))
-        return RunResult(_report(linted, detail), tuple(linted.notices), tuple(messages),
-                         diff=diff)
+        return RunResult(_report(linted, detail, baseline=baseline), tuple(linted.notices),
+                         tuple(messages), diff=diff)
 
     from cslint.fixes.write import write_fixed
 
@@ -105,11 +107,12 @@ def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None
         # The findings left, at their places in the fixed code.
         linted = lint(list(paths), config, (stdin_name, fixed_stdin)
                       if stdin_name is not None and fixed_stdin is not None else stdin)
-    return RunResult(_report(linted, detail, fixed), tuple(linted.notices), tuple(messages),
-                     stdin_output=stdin_output)
+    return RunResult(_report(linted, detail, fixed, baseline), tuple(linted.notices),
+                     tuple(messages), stdin_output=stdin_output)
 
 
-def _report(linted: LintResult, detail: ReportDetail, fixed: int = 0) -> Report:
+def _report(linted: LintResult, detail: ReportDetail, fixed: int = 0,
+            baseline: Baseline | None = None) -> Report:
     rules = tuple(
         RuleDescription(rule.code, rule.name, rule.family, rule.severity,
                         CODES[rule.code].summary, rule.fixable,
@@ -126,13 +129,19 @@ def _report(linted: LintResult, detail: ReportDetail, fixed: int = 0) -> Report:
         source = linted.sources.get(error.path)
         paths.setdefault(error.path, project_path(source.path if source else Path(error.path),
                                                   root))
+    findings = tuple(linted.findings)
+    baselined, stale = 0, None
+    if baseline is not None:
+        checked = {project_path(source.path, root) for source in linted.sources.values()}
+        match = match_baseline(baseline, findings, paths, checked, root)
+        findings, baselined, stale = match.new, match.baselined, match.stale
     fix_edits = {}
-    if detail.fix_edits and any(finding.fixable for finding in linted.findings):
+    if detail.fix_edits and any(finding.fixable for finding in findings):
         from cslint.fixes.apply import fix_replacements  # libcst: loaded only when asked
 
-        fix_edits = fix_replacements(linted.sources, linted.findings)
-    return Report(tuple(linted.findings), errors, linted.files_checked, fixed,
+        fix_edits = fix_replacements(linted.sources, list(findings))
+    return Report(findings, errors, linted.files_checked, fixed,
                   linter_version=__version__, rules=rules,
                   project_root=str(root) if root is not None else None, project_paths=paths,
                   source_lines={shown: source.lines for shown, source in linted.sources.items()},
-                  fix_edits=fix_edits)
+                  fix_edits=fix_edits, baselined=baselined, stale_baseline_entries=stale)

@@ -104,12 +104,21 @@ def resolve_config(paths: tuple[str, ...], config_path: str | None, no_config: b
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes too.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing "
               "(exit 1 when there is a diff).")
+@click.option("--baseline", "baseline_path", type=str, metavar="FILE", help="Report only the "
+              "findings this baseline does not record (default: `baseline` in [tool.cslint]).")
+@click.option("--write-baseline", type=str, metavar="FILE", help="Record the current findings "
+              "in FILE (replacing it) and exit 0.")
 def check(paths, select, ignore, extend_select, output_format, output_file, show_source,
           exit_zero, statistics, quiet, config_path, no_config, cstorch_version, stdin_filename,
-          force_exclude=False, fix=False, unsafe_fixes=False, diff=False):
+          force_exclude=False, fix=False, unsafe_fixes=False, diff=False, baseline_path=None,
+          write_baseline=None):
     """Check PATHS (files or folders; default `.`; `-` reads stdin)."""
     from cslint.app import STDIN, FixMode, ReportDetail, run
+    from cslint.baseline import BaselineError, load_baseline
 
+    if write_baseline is not None and (fix or diff):
+        raise click.UsageError("--write-baseline records the findings as they are; run "
+                               "--fix or --diff on their own")
     if statistics and output_format not in STATISTICS_FORMATS:
         raise click.UsageError(f"--statistics counts findings per code, which --format "
                                f"{output_format} cannot show; use --format text or json")
@@ -130,13 +139,23 @@ def check(paths, select, ignore, extend_select, output_format, output_file, show
         cstorch_version=cstorch_version,
         force_exclude=force_exclude or None,
     )
+    if write_baseline is not None:
+        _write_baseline(Path(write_baseline), paths, config, stdin_filename, quiet)
+    baseline = None
+    baseline_file = Path(baseline_path) if baseline_path is not None else config.baseline
+    if baseline_file is not None:
+        try:
+            baseline = load_baseline(baseline_file)
+        except BaselineError as err:
+            _error(str(err))
+            sys.exit(EXIT_ERROR)
     stdin = None
     if STDIN in paths:
         stdin = (stdin_filename or "<stdin>", sys.stdin.buffer.read())
     fix_mode = FixMode.DIFF if diff else FixMode.FIX if fix else FixMode.CHECK
     sarif = output_format == "sarif"  # the rule pages and the fixes as edits are SARIF's
     result = run(paths, config, stdin=stdin, fix_mode=fix_mode, unsafe_fixes=unsafe_fixes,
-                 detail=ReportDetail(rule_pages=sarif, fix_edits=sarif))
+                 detail=ReportDetail(rule_pages=sarif, fix_edits=sarif), baseline=baseline)
     report = result.report
 
     for message in result.fix_messages:
@@ -164,6 +183,28 @@ def check(paths, select, ignore, extend_select, output_format, output_file, show
     if report.errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if report.findings and not exit_zero else EXIT_CLEAN)
+
+
+def _write_baseline(path: Path, paths: tuple[str, ...], config: Config,
+                    stdin_filename: str | None, quiet: bool) -> None:
+    """--write-baseline: record every current finding (whatever baseline is in use) and
+    exit: 0, or 2 when an input could not be checked (its findings are then missing)."""
+    from cslint.app import STDIN, run
+    from cslint.baseline import BaselineError, write_baseline
+
+    stdin = (stdin_filename or "<stdin>", sys.stdin.buffer.read()) if STDIN in paths else None
+    report = run(paths, config, stdin=stdin).report
+    for error in report.errors:
+        _error(error)
+    try:
+        entries = write_baseline(path, report.findings, report.project_paths)
+    except BaselineError as err:
+        _error(str(err))
+        sys.exit(EXIT_ERROR)
+    if not quiet:
+        click.echo(f"cslint: wrote {path}: {len(report.findings)} finding(s) in "
+                   f"{entries} entr{'y' if entries == 1 else 'ies'}.", err=True)
+    sys.exit(EXIT_ERROR if report.errors else EXIT_CLEAN)
 
 
 @main.command("rules")

@@ -55,6 +55,8 @@ class Config:
     # does to the files of a folder walk: a hook that passes every staged file then
     # reports what a run over the whole tree reports.
     force_exclude: bool = False
+    # The baseline file (`cslint.baseline`) whose findings are not reported.
+    baseline: Path | None = None
     # Where the settings came from (None: defaults); relative globs resolve against its folder.
     source: Path | None = field(default=None, compare=False)
 
@@ -104,6 +106,12 @@ def _identifiers(key: str, value: Any, where: str) -> tuple[str, ...]:
     return names
 
 
+def _file_path(key: str, value: Any, where: str) -> Path:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: `{key}` must be a file path (a string)")
+    return Path(value)
+
+
 # Key in the TOML table -> (field name, validator).
 _KEYS = {
     "select": ("select", _codes),
@@ -117,6 +125,7 @@ _KEYS = {
     "traced-decorators": ("traced_decorators", _identifiers),
     "traced-functions": ("traced_functions", _identifiers),
     "tensor-hyperparameters": ("tensor_hyperparameters", _string_list),
+    "baseline": ("baseline", _file_path),
 }
 
 
@@ -129,6 +138,9 @@ def config_from_table(table: dict[str, Any], source: Path | None) -> Config:
             raise ConfigError(f"{where}: unknown key `{key}` in [tool.cslint] (known: {known})")
         field_name, validate = _KEYS[key]
         values[field_name] = validate(key, value, where)
+    if "baseline" in values and source is not None:
+        # Relative to the configuration file, wherever cslint runs.
+        values["baseline"] = source.parent / values["baseline"]
     return Config(source=source, **values)
 
 
@@ -168,4 +180,4 @@ def parse_test_options(line: str) -> dict[str, Any]:
     return options
 
 
-_LIST_KEYS = {k for k, (_, v) in _KEYS.items() if v is not _version}
+_LIST_KEYS = {k for k, (_, v) in _KEYS.items() if v not in (_version, _file_path)}

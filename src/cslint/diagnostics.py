@@ -121,6 +121,10 @@ class Report:
     # Each fixable finding's fix as text replacements (SARIF's `fixes`); computed only
     # when asked for, since it needs libcst.
     fix_edits: Mapping[Finding, tuple[Replacement, ...]] = field(default_factory=dict)
+    # With a baseline (`cslint.baseline`): the findings it absorbed (left out of
+    # `findings`) and its entries that no longer match; None without one.
+    baselined: int = 0
+    stale_baseline_entries: int | None = None
 
     def counts_by_code(self) -> list[tuple[str, int]]:
         """(code, number of findings), the most frequent first."""

@@ -20,12 +20,13 @@ def _plural(count: int, word: str) -> str:
 
 def summary_line(report: Report) -> str:
     remaining = len(report.findings)
+    baselined = f" ({report.baselined} baselined)" if report.baselined else ""
     if report.fixed:
         return (f"Found {_plural(remaining + report.fixed, 'problem')} "
                 f"({report.fixed} fixed, {remaining} remaining) in "
-                f"{_plural(report.files_checked, 'file')}.")
+                f"{_plural(report.files_checked, 'file')}{baselined}.")
     return (f"Found {_plural(remaining, 'problem')} in "
-            f"{_plural(report.files_checked, 'file')}.")
+            f"{_plural(report.files_checked, 'file')}{baselined}.")
 
 
 def render(report: Report, *, statistics: bool, quiet: bool, show_source: bool = False) -> str:
@@ -33,6 +34,10 @@ def render(report: Report, *, statistics: bool, quiet: bool, show_source: bool =
     if statistics:
         for code, count in report.counts_by_code():
             lines.append(f"{count:>5}  {code}  {CODES[code].name}")
+        if report.stale_baseline_entries is not None:
+            # Recorded findings that are gone: --write-baseline drops them.
+            stale = report.stale_baseline_entries
+            lines.append(f"{stale} stale baseline {'entry' if stale == 1 else 'entries'}")
     else:
         for f in report.findings:
             loc = f.location
