@@ -437,3 +437,16 @@ def test_ci_runs_the_readme_test_command():
     assert command in ci
     # ... with the released sources that tests/conftest.py's `cerebras_pytorch` reads.
     assert f"export {SOURCES_VARIABLE}=" in ci and SOURCES_VARIABLE in readme
+
+
+@pytest.mark.parametrize("args", [[], ["."], ["lazy.py"]])
+def test_configuration_is_found_from_a_subfolder(tmp_path, args):
+    """Run inside a subfolder of the project (`cslint check`, `.` or a file there), the
+    project's [tool.cslint] table applies, as it does from the project root."""
+    (tmp_path / "pyproject.toml").write_text('[tool.cslint]\nignore = ["CS101"]\n')
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "lazy.py").write_text(LAZY)
+    assert run(["check", "pkg"], tmp_path).exit_code == 0  # the table ignores CS101
+    result = run(["check", *args], package)
+    assert result.exit_code == 0, result.stdout

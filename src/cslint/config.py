@@ -159,7 +159,9 @@ def load_config_file(path: Path) -> Config:
 
 def find_config_file(start: Path) -> Path | None:
     """The nearest pyproject.toml with a [tool.cslint] table, at or above `start`."""
-    folder = start if start.is_dir() else start.parent
+    # Absolute: the parents of a relative `.` are none, so a run inside a subfolder of
+    # the project would miss its pyproject.toml.
+    folder = (start if start.is_dir() else start.parent).absolute()
     for candidate in (folder, *folder.parents):
         pyproject = candidate / "pyproject.toml"
         if pyproject.is_file():
