@@ -16,7 +16,7 @@ from cslint import __version__
 from cslint.baseline import Baseline, match_baseline
 from cslint.codes import CODES
 from cslint.config import Config
-from cslint.diagnostics import InputProblem, Report, RuleDescription
+from cslint.diagnostics import Report, RuleDescription
 from cslint.discovery import project_path
 from cslint.engine import STDIN, LintResult, lint
 from cslint.rule_pages import read_page
@@ -118,8 +118,7 @@ def _report(linted: LintResult, detail: ReportDetail, fixed: int = 0,
                         CODES[rule.code].summary, rule.fixable,
                         read_page(rule.code) if detail.rule_pages else None)
         for rule in linted.rules)
-    errors = tuple(InputProblem(error.display_path, error.problem, error.line, error.column)
-                   for error in linted.errors)
+    errors = tuple(error.as_problem() for error in linted.errors)
     root = linted.project_root
     paths = {}
     for finding in linted.findings:

@@ -14,6 +14,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cslint.diagnostics import InputProblem
+
 
 class InputError(Exception):
     """A file that cannot be read, decoded, parsed or analysed."""
@@ -26,13 +28,11 @@ class InputError(Exception):
         self.column = column
         super().__init__(self.render())
 
+    def as_problem(self) -> InputProblem:
+        return InputProblem(self.display_path, self.problem, self.line, self.column)
+
     def render(self) -> str:
-        where = self.display_path
-        if self.line is not None:
-            where += f":{self.line}"
-            if self.column is not None:
-                where += f":{self.column}"
-        return f"{where}: {self.problem}"
+        return str(self.as_problem())
 
 
 # The problem line for input whose nesting exceeds Python's recursion limit.
