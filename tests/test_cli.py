@@ -437,3 +437,14 @@ def test_ci_runs_the_readme_test_command():
     assert command in ci
     # ... with the released sources that tests/conftest.py's `cerebras_pytorch` reads.
     assert f"export {SOURCES_VARIABLE}=" in ci and SOURCES_VARIABLE in readme
+
+
+def test_server_without_pygls_names_the_extra_to_install():
+    # pygls made unimportable, as in a plain install without `cslint[lsp]`.
+    code = ("import sys; sys.modules['pygls'] = None\n"
+            "from cslint.cli import main; main(['server'])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == ("cslint: error: `cslint server` needs pygls: "
+                           "pip install 'cslint[lsp]'\n")

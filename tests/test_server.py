@@ -29,6 +29,19 @@ def build(model):
     return torch.optim.SGD(model.parameters(), lr=0.1)
 """
 FIXED = VIOLATING.replace("torch.optim.SGD", "cstorch.optim.SGD")
+# CS104, whose fix is safe: `torch.full_like` becomes `cstorch.full_like`.
+SAFELY_FIXABLE = """\
+import torch
+
+import cerebras.pytorch as cstorch
+
+
+class Adagrad(cstorch.optim.Optimizer):
+    def preinitialize(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p]["sum"] = torch.full_like(p, 0.1)
+"""
 # A non-BMP character before the finding: LSP counts it as 2 UTF-16 units.
 WIDE = VIOLATING.replace("    return torch", "    x = '\N{GRINNING FACE}'; return torch")
 
@@ -125,3 +138,21 @@ async def test_workspace_configuration_applies(client: LanguageClient, tmp_path:
                                              encoding="utf-8")
     uri = await _open(client, tmp_path / "train.py", VIOLATING)
     assert not client.diagnostics[uri]
+
+
+@pytest.mark.asyncio
+async def test_fix_all_applies_the_safe_fixes(client: LanguageClient, tmp_path: Path):
+    uri = await _open(client, tmp_path / "adagrad.py", SAFELY_FIXABLE)
+    # Also CS103 (no step()), which has no fix.
+    [diagnostic] = [d for d in client.diagnostics[uri] if d.code == "CS104"]
+    assert diagnostic.severity == types.DiagnosticSeverity.Information
+    whole = types.Range(start=types.Position(line=0, character=0),
+                        end=types.Position(line=11, character=0))
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=whole,
+        context=types.CodeActionContext(diagnostics=[], only=["source.fixAll"])))
+    [fix_all] = actions
+    assert fix_all.kind == "source.fixAll.cslint"
+    [change] = fix_all.edit.document_changes
+    assert _apply(SAFELY_FIXABLE, change.edits) == SAFELY_FIXABLE.replace(
+        "torch.full_like", "cstorch.full_like")
