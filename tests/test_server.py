@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from pathlib import Path
@@ -58,14 +59,20 @@ async def client(lsp_client: LanguageClient, tmp_path: Path):
     await lsp_client.shutdown_session()
 
 
-async def _open(client: LanguageClient, path: Path, text: str) -> str:
-    # The text is the editor's only: the file on disk stays empty.
-    path.write_text("", encoding="utf-8")
+async def _open(client: LanguageClient, path: Path, text: str, on_disk: str = "") -> str:
+    # The text is the editor's; the file on disk holds `on_disk` (empty: unlike the editor).
+    path.write_text(on_disk, encoding="utf-8")
     uri = path.as_uri()
     client.text_document_did_open(types.DidOpenTextDocumentParams(
         types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
     await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
     return uri
+
+
+async def _published(client: LanguageClient, uri: str) -> None:
+    """Until `uri` has diagnostics."""
+    while not client.diagnostics.get(uri):
+        await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
 
 
 def _apply(text: str, edits: list[types.TextEdit]) -> str:
@@ -156,3 +163,35 @@ async def test_fix_all_applies_the_safe_fixes(client: LanguageClient, tmp_path: 
     [change] = fix_all.edit.document_changes
     assert _apply(SAFELY_FIXABLE, change.edits) == SAFELY_FIXABLE.replace(
         "torch.full_like", "cstorch.full_like")
+
+
+BASE = """\
+import cerebras.pytorch as cstorch
+
+
+class Base(cstorch.optim.Optimizer):
+    def preinitialize(self):
+        pass
+
+    def step(self, closure=None):
+        pass
+"""
+SUBCLASS = "from base import Base\n\n\nclass Mine(Base):\n    pass\n"
+
+
+@pytest.mark.asyncio
+async def test_saving_a_file_refreshes_the_open_files_that_use_it(client: LanguageClient,
+                                                                  tmp_path: Path):
+    base = await _open(client, tmp_path / "base.py", BASE, on_disk=BASE)
+    mine = await _open(client, tmp_path / "train.py", SUBCLASS, on_disk=SUBCLASS)
+    assert not client.diagnostics[mine]  # Mine inherits Base.step()
+
+    without_step = BASE.replace("def step(self, closure=None)", "def other(self)")
+    (tmp_path / "base.py").write_text(without_step, encoding="utf-8")
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        types.VersionedTextDocumentIdentifier(uri=base, version=2),
+        [types.TextDocumentContentChangeWholeDocument(text=without_step)]))
+    client.text_document_did_save(types.DidSaveTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=base)))
+    await asyncio.wait_for(_published(client, mine), timeout=10)
+    assert [d.code for d in client.diagnostics[mine]] == ["CS103"]
