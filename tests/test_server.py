@@ -96,7 +96,7 @@ async def test_diagnostics_follow_the_edits_and_the_fix_applies(client: Language
     assert diagnostic.severity == types.DiagnosticSeverity.Error
     # cslint's 7:12 (1-based) is LSP's 6:11 (0-based), to the end of the call.
     assert diagnostic.range == types.Range(start=types.Position(line=6, character=11),
-                                          end=types.Position(line=6, character=54))
+                                           end=types.Position(line=6, character=54))
     href = diagnostic.code_description.href
     assert href.startswith("file:///") and href.endswith("/CS401.md")
     assert Path(unquote(urlparse(href).path)).is_file()
@@ -130,11 +130,11 @@ async def test_columns_are_utf16_and_hover_shows_the_rule_page(client: LanguageC
     # 4 spaces, `x = '`, the emoji as 2 units, `'; return ` → the call starts at 21.
     assert diagnostic.range.start == types.Position(line=6, character=21)
     hover = await client.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), 
+        text_document=types.TextDocumentIdentifier(uri=uri),
         position=types.Position(line=6, character=22)))
     assert hover.contents.value.startswith("# CS401 vanilla-torch-optimizer")
     outside = await client.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), 
+        text_document=types.TextDocumentIdentifier(uri=uri),
         position=types.Position(line=0, character=0)))
     assert outside is None
 

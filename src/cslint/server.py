@@ -12,9 +12,9 @@ import asyncio
 import io
 import re
 import tokenize
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from collections.abc import Sequence
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -95,7 +95,8 @@ class CslintServer(LanguageServer):
         if task is not None:
             task.cancel()
         self.reports.pop(uri, None)
-        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     async def _lint_later(self, uri: str, delay: float) -> None:
         if delay:
@@ -289,7 +290,8 @@ def _encoding(raw: bytes) -> str:
 
 def _edit(document: types.OptionalVersionedTextDocumentIdentifier,
           edits: list[types.TextEdit]) -> types.WorkspaceEdit:
-    return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=document, edits=edits)])
+    return types.WorkspaceEdit(
+        document_changes=[types.TextDocumentEdit(text_document=document, edits=edits)])
 
 
 def _noqa_edit(lines: Sequence[str], finding: Finding, ls: CslintServer
