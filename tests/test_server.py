@@ -88,7 +88,7 @@ def _apply(text: str, edits: list[types.TextEdit]) -> str:
 
 @pytest.mark.asyncio
 async def test_diagnostics_follow_the_edits_and_the_fix_applies(client: LanguageClient,
-                                                               tmp_path: Path):
+                                                                tmp_path: Path):
     uri = await _open(client, tmp_path / "train.py", VIOLATING)
     [diagnostic] = client.diagnostics[uri]
     assert diagnostic.code == "CS401"

@@ -15,6 +15,7 @@ import tokenize
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -101,7 +102,8 @@ class CslintServer(LanguageServer):
     async def _lint_later(self, uri: str, delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
-        document = self.workspace.text_documents.get(uri)
+        # pygls keys open documents by the unquoted URI; the client's spelling is kept.
+        document = self.workspace.text_documents.get(unquote(uri))
         if document is None or not _is_python(document):
             return
         version, text = document.version, document.source
@@ -113,7 +115,8 @@ class CslintServer(LanguageServer):
             self.reports[uri] = result.report
             diagnostics = self.diagnostics(result.report)
         self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version))
+            types.PublishDiagnosticsParams(uri=document.uri, diagnostics=diagnostics,
+                                           version=version))
         if self.pending.get(uri) is asyncio.current_task():
             del self.pending[uri]
 
@@ -188,17 +191,17 @@ def did_save(ls: CslintServer, params: types.DidSaveTextDocumentParams) -> None:
     ls.schedule(saved)
     # Other open files read the saved one from disk (its classes, its imports), and a
     # saved pyproject.toml may change the configuration: lint them again.
-    for uri in ls.workspace.text_documents:
-        if uri != saved:
-            ls.schedule(uri)
+    for document in ls.workspace.text_documents.values():
+        if document.uri != saved:
+            ls.schedule(document.uri)
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
 def did_change_watched_files(ls: CslintServer,
                              params: types.DidChangeWatchedFilesParams) -> None:
     if any(change.uri.endswith("pyproject.toml") for change in params.changes):
-        for uri in ls.workspace.text_documents:
-            ls.schedule(uri)
+        for document in ls.workspace.text_documents.values():
+            ls.schedule(document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
