@@ -51,6 +51,14 @@ WIDE = VIOLATING.replace("    return torch", "    x = '\N{GRINNING FACE}'; retur
     server_command=[sys.executable, "-m", "cslint", "server"]), scope="function")
 async def client(lsp_client: LanguageClient, tmp_path: Path):
     (tmp_path / "pyproject.toml").write_text("[tool.cslint]\n", encoding="utf-8")
+
+    lsp_client.registered = []  # the methods the server registered for
+
+    @lsp_client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def register_capability(params: types.RegistrationParams) -> None:
+        # As VS Code does: the server asks to watch pyproject.toml.
+        lsp_client.registered.extend(registration.method for registration in params.registrations)
+
     await lsp_client.initialize_session(types.InitializeParams(
         capabilities=client_capabilities("visual-studio-code"),
         root_uri=tmp_path.as_uri(),
@@ -145,6 +153,15 @@ async def test_workspace_configuration_applies(client: LanguageClient, tmp_path:
                                              encoding="utf-8")
     uri = await _open(client, tmp_path / "train.py", VIOLATING)
     assert not client.diagnostics[uri]
+
+    assert types.WORKSPACE_DID_CHANGE_WATCHED_FILES in client.registered
+    # pyproject.toml edited: the open files are linted again under the new configuration.
+    (tmp_path / "pyproject.toml").write_text("[tool.cslint]\n", encoding="utf-8")
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
+        types.FileEvent(uri=(tmp_path / "pyproject.toml").as_uri(),
+                        type=types.FileChangeType.Changed)]))
+    await asyncio.wait_for(_published(client, uri), timeout=10)
+    assert [d.code for d in client.diagnostics[uri]] == ["CS401"]
 
 
 @pytest.mark.asyncio

@@ -175,6 +175,19 @@ def _lines(text: str) -> list[str]:
 server = CslintServer()
 
 
+@server.feature(types.INITIALIZED)
+def initialized(ls: CslintServer, params: types.InitializedParams) -> None:
+    # Ask to hear of pyproject.toml changes made outside the editor too (git checkout, ...).
+    watched = ls.client_capabilities.workspace and \
+        ls.client_capabilities.workspace.did_change_watched_files
+    if watched and watched.dynamic_registration:
+        ls.client_register_capability(types.RegistrationParams(registrations=[
+            types.Registration(
+                id="cslint-pyproject", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=[
+                    types.FileSystemWatcher(glob_pattern="**/pyproject.toml")]))]))
+
+
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: CslintServer, params: types.DidOpenTextDocumentParams) -> None:
     ls.schedule(params.text_document.uri)
