@@ -450,3 +450,14 @@ def test_configuration_is_found_from_a_subfolder(tmp_path, args):
     assert run(["check", "pkg"], tmp_path).exit_code == 0  # the table ignores CS101
     result = run(["check", *args], package)
     assert result.exit_code == 0, result.stdout
+
+
+def test_server_without_pygls_names_the_extra_to_install():
+    # pygls made unimportable, as in a plain install without `cslint[lsp]`.
+    code = ("import sys; sys.modules['pygls'] = None\n"
+            "from cslint.cli import main; main(['server'])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == ("cslint: error: `cslint server` needs pygls: "
+                           "pip install 'cslint[lsp]'\n")

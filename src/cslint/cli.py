@@ -239,3 +239,16 @@ def explain(code: str):
         _error(f"no documentation page for {code}")
         sys.exit(EXIT_ERROR)
     click.echo(page, nl=not page.endswith("\n"))
+
+
+@main.command()
+def server():
+    """Run the language server for editors (LSP over stdio; needs `cslint[lsp]`)."""
+    try:
+        from cslint.server import serve
+    except ModuleNotFoundError as error:
+        if error.name is None or error.name.split(".")[0] not in ("pygls", "lsprotocol"):
+            raise
+        _error("`cslint server` needs pygls: pip install 'cslint[lsp]'")
+        sys.exit(EXIT_ERROR)
+    serve()
