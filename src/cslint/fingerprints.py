@@ -22,7 +22,16 @@ from cslint.diagnostics import Finding, Location
 HASH_LENGTH = 16
 
 
-_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
+# The fields of a node that hold statements (or handlers and match cases, which do).
+_STATEMENT_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+_FIELDS_BY_TYPE: dict[type, tuple[str, ...]] = {}
+
+
+def _statement_fields(kind: type) -> tuple[str, ...]:
+    fields = _FIELDS_BY_TYPE.get(kind)
+    if fields is None:
+        fields = _FIELDS_BY_TYPE[kind] = tuple(f for f in _STATEMENT_FIELDS if f in kind._fields)
+    return fields
 
 
 @dataclass(frozen=True)
@@ -38,19 +47,21 @@ class Scopes:
 
     def __init__(self, tree: ast.Module):
         found: list[_Scope] = []
-        # Definitions are statements, and only statements hold statements: expressions,
-        # however deeply nested, are never entered (and a stack, not recursion, walks).
+        # Definitions are statements, and only the statement fields of a node hold
+        # statements: expressions, however deeply nested, are never entered (and a stack,
+        # not recursion, walks).
         stack: list[tuple[ast.AST, str, int]] = [(tree, "", 0)]
         while stack:
             node, prefix, depth = stack.pop()
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                    name = f"{prefix}{child.name}"
-                    found.append(_Scope(child.lineno, child.end_lineno or child.lineno,
-                                        depth, name))
-                    stack.append((child, name + ".", depth + 1))
-                elif isinstance(child, _HOLDS_STATEMENTS):
-                    stack.append((child, prefix, depth))
+            for field in _statement_fields(node.__class__):
+                for child in getattr(node, field):
+                    if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                        name = f"{prefix}{child.name}"
+                        found.append(_Scope(child.lineno, child.end_lineno or child.lineno,
+                                            depth, name))
+                        stack.append((child, name + ".", depth + 1))
+                    else:
+                        stack.append((child, prefix, depth))
         found.sort(key=lambda scope: scope.start)
         self._scopes = found
         self._starts = [scope.start for scope in found]
