@@ -61,6 +61,7 @@ class ReportDetail:
 
     rule_pages: bool = False  # each rule's page (SARIF's rule help)
     fix_edits: bool = False  # each fix as text replacements (SARIF's fixes; loads libcst)
+    fingerprints: bool = False  # each finding's fingerprint (SARIF, GitLab)
 
 
 def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None = None,
@@ -70,7 +71,9 @@ def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None
     `config`, then fix as `fix_mode` asks: the safe fixes, the unsafe ones too when
     `unsafe_fixes`. The report carries what `detail` asks for, and leaves out the
     findings `baseline` records (`cslint.baseline.load_baseline`)."""
-    linted = lint(list(paths), config, stdin)
+    # Fingerprints cost a walk of each file with findings: only for those who read them.
+    fingerprints = detail.fingerprints or baseline is not None
+    linted = lint(list(paths), config, stdin, fingerprints=fingerprints)
     if fix_mode is FixMode.CHECK:
         return RunResult(_report(linted, detail, baseline=baseline), tuple(linted.notices))
 
@@ -106,7 +109,8 @@ def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None
     if changed:
         # The findings left, at their places in the fixed code.
         linted = lint(list(paths), config, (stdin_name, fixed_stdin)
-                      if stdin_name is not None and fixed_stdin is not None else stdin)
+                      if stdin_name is not None and fixed_stdin is not None else stdin,
+                      fingerprints=fingerprints)
     return RunResult(_report(linted, detail, fixed, baseline), tuple(linted.notices),
                      tuple(messages), stdin_output=stdin_output)
 

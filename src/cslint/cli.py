@@ -155,7 +155,9 @@ def check(paths, select, ignore, extend_select, output_format, output_file, show
     fix_mode = FixMode.DIFF if diff else FixMode.FIX if fix else FixMode.CHECK
     sarif = output_format == "sarif"  # the rule pages and the fixes as edits are SARIF's
     result = run(paths, config, stdin=stdin, fix_mode=fix_mode, unsafe_fixes=unsafe_fixes,
-                 detail=ReportDetail(rule_pages=sarif, fix_edits=sarif), baseline=baseline)
+                 detail=ReportDetail(rule_pages=sarif, fix_edits=sarif,
+                                     fingerprints=output_format in ("sarif", "gitlab")),
+                 baseline=baseline)
     report = result.report
 
     for message in result.fix_messages:
@@ -189,11 +191,11 @@ def _write_baseline(path: Path, paths: tuple[str, ...], config: Config,
                     stdin_filename: str | None, quiet: bool) -> None:
     """--write-baseline: record every current finding (whatever baseline is in use) and
     exit: 0, or 2 when an input could not be checked (its findings are then missing)."""
-    from cslint.app import STDIN, run
+    from cslint.app import STDIN, ReportDetail, run
     from cslint.baseline import BaselineError, write_baseline
 
     stdin = (stdin_filename or "<stdin>", sys.stdin.buffer.read()) if STDIN in paths else None
-    report = run(paths, config, stdin=stdin).report
+    report = run(paths, config, stdin=stdin, detail=ReportDetail(fingerprints=True)).report
     for error in report.errors:
         _error(error)
     try:

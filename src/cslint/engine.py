@@ -68,7 +68,8 @@ def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResul
 
 
 def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = None,
-         project_root: Path | None = None, *, apply_noqa: bool = True) -> LintResult:
+         project_root: Path | None = None, *, apply_noqa: bool = True,
+         fingerprints: bool = False) -> LintResult:
     """Check `paths` (and stdin, given as (display name, bytes)) under `config`.
     `project_root` overrides the folder searched for context (tests pin it).
     `apply_noqa=False` keeps the findings that `# noqa` comments suppress, for a caller
@@ -82,7 +83,7 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
     thresholds = gc.get_threshold()
     gc.disable()
     try:
-        return _lint(paths, config, stdin, project_root, collecting, apply_noqa)
+        return _lint(paths, config, stdin, project_root, collecting, apply_noqa, fingerprints)
     finally:
         gc.unfreeze()
         gc.set_threshold(*thresholds)
@@ -100,7 +101,8 @@ def _freeze_trees(collecting: bool) -> None:
 
 
 def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
-          project_root: Path | None, collecting: bool, apply_noqa: bool) -> LintResult:
+          project_root: Path | None, collecting: bool, apply_noqa: bool,
+          fingerprints: bool) -> LintResult:
     result = LintResult()
     exclude = ExcludeMatcher(config.exclude, config.base_dir)
     targets = collect_targets(paths, exclude, result, config.force_exclude)
@@ -132,7 +134,9 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
         result.sources[loaded.source.display_path] = loaded.source
         try:
             findings = _check_module(loaded, project, config, rules, analyses, apply_noqa)
-            if findings:
+            if findings and not fingerprints:
+                result.findings.extend(findings)
+            elif findings:
                 result.findings.extend(with_fingerprints(
                     findings, project_path(loaded.source.path, files.root),
                     loaded.source.lines, loaded.module.tree))
