@@ -86,6 +86,18 @@ class Rule:
         return None
 
 
+class FactRule(Rule):
+    """A rule reporting the facts of the analysis it `uses`: `findings` maps each fact
+    the analysis found in the module, in the order found, to its findings."""
+
+    def check(self, context: "ModuleContext") -> Iterable[Finding]:
+        for fact in context.analyses.of(self.uses[0]).facts_in(context.module):
+            yield from self.findings(context, fact)
+
+    def findings(self, context: "ModuleContext", fact: object) -> Iterable[Finding]:
+        raise NotImplementedError
+
+
 def one_per_position(finding: Finding) -> tuple:
     return (finding.location.line, finding.location.column)
 

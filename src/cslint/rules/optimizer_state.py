@@ -8,7 +8,7 @@ from cslint import advice
 from cslint.diagnostics import Finding, Severity
 from cslint.fixes import cstorch_creation_fix
 from cslint.rules import (
-    RELEASES_BEFORE_2_5, FixSafety, ModuleContext, Rule, one_per_position, register,
+    RELEASES_BEFORE_2_5, FactRule, FixSafety, ModuleContext, Rule, one_per_position, register,
 )
 from cslint.semantic.official import TORCH_OPTIMIZER
 from cslint.semantic.module_index import source_snippet
@@ -21,43 +21,37 @@ from cslint.semantic.project import ClassRef
 FAMILY = "optimizer-state"
 
 
-def _state_facts(context: ModuleContext, kind: type) -> Iterable:
-    return (f for f in context.analyses.optimizer_state.facts_in(context.module)
-            if type(f) is kind)
+class _StateFactRule(FactRule):
+    family = FAMILY
+    uses = (OptimizerStateAnalysis,)
+    place = staticmethod(one_per_position)  # classes sharing a method find one fact
 
 
 @register
-class StateOutsidePreinitialize(Rule):
+class StateOutsidePreinitialize(_StateFactRule):
     code = "CS101"
-    family = FAMILY
     severity = Severity.ERROR
-    uses = (OptimizerStateAnalysis,)
-    place = staticmethod(one_per_position)  # classes sharing a method find one fact
 
-    def check(self, context: ModuleContext) -> Iterable[Finding]:
-        for fact in context.analyses.optimizer_state.facts_in(context.module):
-            if type(fact) is StateCreated:
-                what = f'state "{fact.key}"' if fact.key else "optimizer state"
-                how = " under a lazy-initialisation check" if fact.guarded else ""
-                yield context.finding(self, fact.node, (
-                    f"{what} is created{how} in {fact.where}; "
-                    f"{advice.STATE_OUTSIDE_PREINITIALIZE}"))
-            elif type(fact) is StateDictRebound:
-                yield context.finding(self, fact.node, (
-                    f"`{source_snippet(fact.node)}` binds a parameter's state to a new dict "
-                    f"in {fact.where}; {advice.PARAMETER_STATE_REBOUND}"))
+    def findings(self, context, fact):
+        if type(fact) is StateCreated:
+            what = f'state "{fact.key}"' if fact.key else "optimizer state"
+            how = " under a lazy-initialisation check" if fact.guarded else ""
+            yield context.finding(self, fact.node, (
+                f"{what} is created{how} in {fact.where}; "
+                f"{advice.STATE_OUTSIDE_PREINITIALIZE}"))
+        elif type(fact) is StateDictRebound:
+            yield context.finding(self, fact.node, (
+                f"`{source_snippet(fact.node)}` binds a parameter's state to a new dict "
+                f"in {fact.where}; {advice.PARAMETER_STATE_REBOUND}"))
 
 
 @register
-class StateReboundInStep(Rule):
+class StateReboundInStep(_StateFactRule):
     code = "CS102"
-    family = FAMILY
     severity = Severity.WARNING
-    uses = (OptimizerStateAnalysis,)
-    place = staticmethod(one_per_position)  # classes sharing a method find one fact
 
-    def check(self, context: ModuleContext) -> Iterable[Finding]:
-        for fact in _state_facts(context, StateRebound):
+    def findings(self, context, fact):
+        if type(fact) is StateRebound:
             name = f'state["{fact.key}"]' if fact.key else \
                 f"state[{source_snippet(fact.key_node)}]"
             yield context.finding(self, fact.node, (
@@ -66,18 +60,15 @@ class StateReboundInStep(Rule):
 
 
 @register
-class EagerConstantState(Rule):
+class EagerConstantState(_StateFactRule):
     code = "CS104"
-    family = FAMILY
     severity = Severity.INFO
     fix_safety = FixSafety.SAFE
     fix_example = ("`torch.zeros_like(p)` becomes `cstorch.zeros_like(p)` when the arguments "
                    "fit the cstorch signature")
-    uses = (OptimizerStateAnalysis,)
-    place = staticmethod(one_per_position)  # classes sharing a method find one fact
 
-    def check(self, context: ModuleContext) -> Iterable[Finding]:
-        for fact in _state_facts(context, EagerStateFill):
+    def findings(self, context, fact):
+        if type(fact) is EagerStateFill:
             keys = fact.keys
             what = f'state "{keys[0]}"' if keys and len(keys) == 1 else "optimizer state"
             lazy = fact.torch_function.replace("torch.", "cstorch.")
@@ -88,15 +79,12 @@ class EagerConstantState(Rule):
 
 
 @register
-class LostStateUpdate(Rule):
+class LostStateUpdate(_StateFactRule):
     code = "CS107"
-    family = FAMILY
     severity = Severity.WARNING
-    uses = (OptimizerStateAnalysis,)
-    place = staticmethod(one_per_position)  # classes sharing a method find one fact
 
-    def check(self, context: ModuleContext) -> Iterable[Finding]:
-        for fact in _state_facts(context, StateUpdateLost):
+    def findings(self, context, fact):
+        if type(fact) is StateUpdateLost:
             key = f'state["{fact.key}"]' if fact.key else "a state tensor"
             name = fact.name
             yield context.finding(self, fact.node, (

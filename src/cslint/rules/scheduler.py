@@ -7,19 +7,19 @@ number updated from its previous value.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from cslint import advice
 from cslint.config import Version
 from cslint.diagnostics import Finding, Severity
-from cslint.rules import RELEASES_BEFORE_2_5, ModuleContext, Rule, one_per_line, register
+from cslint.rules import FactRule, RELEASES_BEFORE_2_5, ModuleContext, Rule, one_per_line, register
 from cslint.semantic.module_index import FunctionInfo, source_snippet
 from cslint.semantic.official import CSTORCH_SCHEDULERS
 from cslint.semantic.program import torch_equivalents
 from cslint.semantic.project import ClassRef, ProjectIndex
 from cslint.semantic.scheduler import (
     BaseRatesChanged, ClosedForm, ClosedFormReturnsNumber, OptimizerValueReadBack,
-    PreviousValueRead, ReadBackForm, SchedulerAnalysis, SchedulerFact, SchedulerStateMutated,
+    PreviousValueRead, ReadBackForm, SchedulerAnalysis, SchedulerStateMutated,
     StateChange, closed_form_status, declared_abstract, is_torch_scheduler_class,
 )
 
@@ -34,18 +34,12 @@ def _label(function: FunctionInfo) -> str:
     return f"{function.name}()"
 
 
-class _TracedMethodRule(Rule):
+class _TracedMethodRule(FactRule):
     family = FAMILY
     severity = Severity.ERROR
     uses = (SchedulerAnalysis,)
     place = staticmethod(one_per_line)  # a statement says it once
 
-    def check(self, context: ModuleContext) -> Iterable[Finding]:
-        for fact in context.analyses.scheduler.facts_in(context.module):
-            yield from self.findings(context, fact)
-
-    def findings(self, context: ModuleContext, fact: SchedulerFact) -> Iterator[Finding]:
-        raise NotImplementedError
 
 
 @register

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterable, Iterator
 
 from cslint import advice
-from cslint.diagnostics import Finding, Severity
+from cslint.diagnostics import Severity
 from cslint.fixes import scale_first_argument_fix
-from cslint.rules import FixSafety, ModuleContext, Rule, one_per_position, register
+from cslint.rules import FactRule, FixSafety, one_per_position, register
 from cslint.semantic.module_index import source_snippet
 from cslint.semantic.tensor_values import (
     Condition, ValueDependentShape, HostRead, LoopBound, MaskSelection, ScalarArgument,
-    TensorValueAnalysis, TracedFact, TruthTest,
+    TensorValueAnalysis, TruthTest,
 )
 
 FAMILY = "traced-code"
@@ -40,19 +39,13 @@ def scalar_message(fact: ScalarArgument) -> str:
             f"{_is_device_tensor(fact.node, fact.chain)}; {advice.TENSOR_AS_NUMBER}")
 
 
-class _TracedRule(Rule):
+class _TracedRule(FactRule):
     family = FAMILY
     severity = Severity.ERROR
     uses = (TensorValueAnalysis,)
     # Facts of several kinds (a host read, a scalar argument) may name one place.
     place = staticmethod(one_per_position)
 
-    def check(self, context: ModuleContext) -> Iterable[Finding]:
-        for fact in context.analyses.tensor_values.facts_in(context.module):
-            yield from self.findings(context, fact)
-
-    def findings(self, context: ModuleContext, fact: TracedFact) -> Iterator[Finding]:
-        raise NotImplementedError
 
 
 @register

@@ -33,6 +33,11 @@ class Analyses:
 
         self._project = project
 
+    def of(self, kind: type):
+        """The analysis of class `kind`."""
+        return next(analysis for analysis in (self.optimizer_state, self.tensor_values,
+                                              self.scheduler) if type(analysis) is kind)
+
     @property
     def errors(self) -> list[AnalysisError]:
         if not self._ran:
