@@ -73,7 +73,9 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
     """Check `paths` (and stdin, given as (display name, bytes)) under `config`.
     `project_root` overrides the folder searched for context (tests pin it).
     `apply_noqa=False` keeps the findings that `# noqa` comments suppress, for a caller
-    that applies its own (flake8 does, and honours its --disable-noqa)."""
+    that applies its own (flake8 does, and honours its --disable-noqa).
+    `fingerprints=True` gives each finding its fingerprint (`cslint.fingerprints`), for
+    the callers that read it: SARIF, GitLab, a baseline."""
     collecting = gc.isenabled()
     # Every syntax tree stays alive for the run, so the cyclic collector would rescan a
     # growing heap of AST nodes again and again while they are built (measured: it
