@@ -18,7 +18,7 @@ from cslint.codes import CODES
 from cslint.config import Config
 from cslint.diagnostics import Report, RuleDescription
 from cslint.discovery import project_path
-from cslint.engine import STDIN, LintResult, lint
+from cslint.engine import STDIN, CacheOptions, LintResult, lint
 from cslint.rule_pages import read_page
 
 __all__ = ["STDIN", "FixDiff", "FixMode", "ReportDetail", "RunResult", "run"]
@@ -66,14 +66,17 @@ class ReportDetail:
 
 def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None = None,
         fix_mode: FixMode = FixMode.CHECK, unsafe_fixes: bool = False,
-        detail: ReportDetail = ReportDetail(), baseline: Baseline | None = None) -> RunResult:
+        detail: ReportDetail = ReportDetail(), baseline: Baseline | None = None,
+        cache: CacheOptions | None = None) -> RunResult:
     """Lint `paths` (`-` stands for `stdin`: its display name and its bytes) under
     `config`, then fix as `fix_mode` asks: the safe fixes, the unsafe ones too when
     `unsafe_fixes`. The report carries what `detail` asks for, and leaves out the
-    findings `baseline` records (`cslint.baseline.load_baseline`)."""
+    findings `baseline` records (`cslint.baseline.load_baseline`). A check (not a fix)
+    reuses the findings `cache` holds for files unchanged since an earlier run."""
     # Fingerprints cost a walk of each file with findings: only for those who read them.
     fingerprints = detail.fingerprints or baseline is not None
-    linted = lint(list(paths), config, stdin, fingerprints=fingerprints)
+    linted = lint(list(paths), config, stdin, fingerprints=fingerprints,
+                  cache=cache if fix_mode is FixMode.CHECK else None)
     if fix_mode is FixMode.CHECK:
         return RunResult(_report(linted, detail, baseline=baseline), tuple(linted.notices))
 
@@ -135,7 +138,7 @@ def _report(linted: LintResult, detail: ReportDetail, fixed: int = 0,
     findings = tuple(linted.findings)
     baselined, stale = 0, None
     if baseline is not None:
-        checked = {project_path(source.path, root) for source in linted.sources.values()}
+        checked = {project_path(path, root) for path in linted.checked_paths}
         match = match_baseline(baseline, findings, paths, checked, root)
         findings, baselined, stale = match.new, match.baselined, match.stale
     fix_edits = {}

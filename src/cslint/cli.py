@@ -106,15 +106,20 @@ def resolve_config(paths: tuple[str, ...], config_path: str | None, no_config: b
               "(exit 1 when there is a diff).")
 @click.option("--baseline", "baseline_path", type=str, metavar="FILE", help="Report only the "
               "findings this baseline does not record (default: `baseline` in [tool.cslint]).")
+@click.option("--no-cache", is_flag=True, help="Check every file again, and keep no findings "
+              "cache.")
+@click.option("--cache-dir", type=str, metavar="DIR", help="The findings cache's folder "
+              "(default: `cache-dir` in [tool.cslint], else .cslint_cache in the project).")
 @click.option("--write-baseline", type=str, metavar="FILE", help="Record the current findings "
               "in FILE (replacing it) and exit 0.")
 def check(paths, select, ignore, extend_select, output_format, output_file, show_source,
           exit_zero, statistics, quiet, config_path, no_config, cstorch_version, stdin_filename,
           force_exclude=False, fix=False, unsafe_fixes=False, diff=False, baseline_path=None,
-          write_baseline=None):
+          no_cache=False, cache_dir=None, write_baseline=None):
     """Check PATHS (files or folders; default `.`; `-` reads stdin)."""
     from cslint.app import STDIN, FixMode, ReportDetail, run
     from cslint.baseline import BaselineError, load_baseline
+    from cslint.engine import CacheOptions
 
     if write_baseline is not None and (fix or diff):
         raise click.UsageError("--write-baseline records the findings as they are; run "
@@ -157,7 +162,9 @@ def check(paths, select, ignore, extend_select, output_format, output_file, show
     result = run(paths, config, stdin=stdin, fix_mode=fix_mode, unsafe_fixes=unsafe_fixes,
                  detail=ReportDetail(rule_pages=sarif, fix_edits=sarif,
                                      fingerprints=output_format in ("sarif", "gitlab")),
-                 baseline=baseline)
+                 baseline=baseline,
+                 cache=None if no_cache else CacheOptions(
+                     Path(cache_dir) if cache_dir is not None else config.cache_dir))
     report = result.report
 
     for message in result.fix_messages:

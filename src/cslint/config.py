@@ -57,6 +57,8 @@ class Config:
     force_exclude: bool = False
     # The baseline file (`cslint.baseline`) whose findings are not reported.
     baseline: Path | None = None
+    # The findings cache's folder (`cslint.cache`; default `.cslint_cache` in the project).
+    cache_dir: Path | None = None
     # Where the settings came from (None: defaults); relative globs resolve against its folder.
     source: Path | None = field(default=None, compare=False)
 
@@ -126,6 +128,7 @@ _KEYS = {
     "traced-functions": ("traced_functions", _identifiers),
     "tensor-hyperparameters": ("tensor_hyperparameters", _string_list),
     "baseline": ("baseline", _file_path),
+    "cache-dir": ("cache_dir", _file_path),
 }
 
 
@@ -138,9 +141,10 @@ def config_from_table(table: dict[str, Any], source: Path | None) -> Config:
             raise ConfigError(f"{where}: unknown key `{key}` in [tool.cslint] (known: {known})")
         field_name, validate = _KEYS[key]
         values[field_name] = validate(key, value, where)
-    if "baseline" in values and source is not None:
-        # Relative to the configuration file, wherever cslint runs.
-        values["baseline"] = source.parent / values["baseline"]
+    for relative in ("baseline", "cache_dir"):
+        if relative in values and source is not None:
+            # Relative to the configuration file, wherever cslint runs.
+            values[relative] = source.parent / values[relative]
     return Config(source=source, **values)
 
 

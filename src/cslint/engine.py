@@ -15,7 +15,7 @@ from cslint.diagnostics import Finding
 from cslint.discovery import ExcludeMatcher, Target, display_path, project_path, \
     walk_python_files
 from cslint.fingerprints import with_fingerprints
-from cslint.project_files import LoadedFile, load_file, project_files_for
+from cslint.project_files import LoadedFile, ProjectFiles, load_file, project_files_for
 from cslint.rules import ModuleContext, Rule, select_rules
 from cslint.semantic.analyses import Analyses
 from cslint.semantic.official import load_official_api
@@ -26,6 +26,14 @@ from cslint.suppressions import per_file_ignored_codes, scan_suppressions
 STDIN = "-"
 
 
+@dataclass(frozen=True)
+class CacheOptions:
+    """Where the findings cache lives: `directory`, or `.cslint_cache` in the project's
+    folder when None."""
+
+    directory: Path | None = None
+
+
 @dataclass
 class LintResult:
     """One pass of the linter over the inputs."""
@@ -34,8 +42,11 @@ class LintResult:
     errors: list[InputError] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     files_checked: int = 0
-    # The checked files as read, by display path: what fixes rewrite.
+    # The checked files as read, by display path: what fixes rewrite. (With a cache, only
+    # those with findings: the others were not read.)
     sources: dict[str, SourceFile] = field(default_factory=dict)
+    # Every file checked (parsed or not), as given.
+    checked_paths: list[Path] = field(default_factory=list)
     # The rules that ran.
     rules: list[Rule] = field(default_factory=list)
     # The project's folder, resolved (None without inputs): paths in the project are
@@ -69,13 +80,15 @@ def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResul
 
 def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = None,
          project_root: Path | None = None, *, apply_noqa: bool = True,
-         fingerprints: bool = False) -> LintResult:
+         fingerprints: bool = False, cache: CacheOptions | None = None) -> LintResult:
     """Check `paths` (and stdin, given as (display name, bytes)) under `config`.
     `project_root` overrides the folder searched for context (tests pin it).
     `apply_noqa=False` keeps the findings that `# noqa` comments suppress, for a caller
     that applies its own (flake8 does, and honours its --disable-noqa).
     `fingerprints=True` gives each finding its fingerprint (`cslint.fingerprints`), for
-    the callers that read it: SARIF, GitLab, a baseline."""
+    the callers that read it: SARIF, GitLab, a baseline.
+    `cache` reuses the findings of files unchanged since an earlier run, and of what they
+    depend on (`cslint.cached_run`); stdin is never cached."""
     collecting = gc.isenabled()
     # Every syntax tree stays alive for the run, so the cyclic collector would rescan a
     # growing heap of AST nodes again and again while they are built (measured: it
@@ -85,7 +98,8 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
     thresholds = gc.get_threshold()
     gc.disable()
     try:
-        return _lint(paths, config, stdin, project_root, collecting, apply_noqa, fingerprints)
+        return _lint(paths, config, stdin, project_root, collecting, apply_noqa, fingerprints,
+                     cache)
     finally:
         gc.unfreeze()
         gc.set_threshold(*thresholds)
@@ -104,56 +118,88 @@ def _freeze_trees(collecting: bool) -> None:
 
 def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
           project_root: Path | None, collecting: bool, apply_noqa: bool,
-          fingerprints: bool) -> LintResult:
+          fingerprints: bool, cache: CacheOptions | None) -> LintResult:
     result = LintResult()
     exclude = ExcludeMatcher(config.exclude, config.base_dir)
     targets = collect_targets(paths, exclude, result, config.force_exclude)
-
-    checked: list[LoadedFile] = []
-    for target in targets:
-        try:
-            checked.append(load_file(target.path, target.display_path))
-        except InputError as err:
-            result.errors.append(err)
-    if stdin is not None:
-        name, raw = stdin
-        try:
-            checked.append(load_file(Path(name).absolute(), name, raw))
-        except InputError as err:
-            result.errors.append(err)
-
     files = project_files_for(targets, stdin, exclude, project_root)
-    checked_modules = [c.module for c in checked]
-    project = ProjectIndex(checked_modules + files.dependents(checked_modules),
-                           load_official_api(), config, loader=files)
-    _freeze_trees(collecting)
     rules = select_rules(config)
     result.rules = rules
     result.project_root = files.root
-    analyses = Analyses(project, {analysis for rule in rules for analysis in rule.uses})
-    for loaded in checked:
-        result.files_checked += 1
-        result.sources[loaded.source.display_path] = loaded.source
-        try:
-            findings = _check_module(loaded, project, config, rules, analyses, apply_noqa)
-            if findings and not fingerprints:
-                result.findings.extend(findings)
-            elif findings:
-                result.findings.extend(with_fingerprints(
-                    findings, project_path(loaded.source.path, files.root),
-                    loaded.source.lines, loaded.module.tree))
-        except RecursionError:
-            result.errors.append(InputError(loaded.source.display_path,
-                                            TOO_DEEP))
-        except Exception as error:  # a bug of ours must not stop the other files
-            result.errors.append(InputError(loaded.source.display_path, internal_error(error)))
-    checked_ids = {id(m) for m in checked_modules}
-    for error in analyses.errors:
-        if id(error.module) in checked_ids:
-            result.errors.append(InputError(error.module.display_path, error.problem))
+    run = _Run(config, rules, apply_noqa, fingerprints, collecting)
+    if cache is None or stdin is not None or files.root is None:
+        run.check(result, targets, stdin, files)
+    else:
+        from cslint.cached_run import check_with_cache
+
+        check_with_cache(run, result, targets, files, cache)
     result.findings.sort(key=Finding.sort_key)
     result.errors = _unique_errors(result.errors)
     return result
+
+
+@dataclass
+class _Run:
+    """How the files of one run are checked: the settings every batch shares."""
+
+    config: Config
+    rules: list[Rule]
+    apply_noqa: bool
+    fingerprints: bool
+    collecting: bool
+    # The project index of the last batch checked (what its name resolution read).
+    project: ProjectIndex | None = None
+
+    def check(self, result: LintResult, targets: list[Target],
+              stdin: tuple[str, bytes] | None, files: ProjectFiles) -> list[LoadedFile]:
+        """Check `targets` (and stdin) into `result`, the project's other files read as
+        they are needed; the files checked, as loaded."""
+        checked: list[LoadedFile] = []
+        for target in targets:
+            result.checked_paths.append(target.path)
+            try:
+                checked.append(load_file(target.path, target.display_path))
+            except InputError as err:
+                result.errors.append(err)
+        if stdin is not None:
+            name, raw = stdin
+            result.checked_paths.append(Path(name).absolute())
+            try:
+                checked.append(load_file(Path(name).absolute(), name, raw))
+            except InputError as err:
+                result.errors.append(err)
+        # The analyses find facts in the order they meet the files: one canonical order
+        # makes the output the same for any order of the same paths.
+        checked.sort(key=lambda loaded: str(loaded.source.path.absolute()))
+        checked_modules = [c.module for c in checked]
+        project = ProjectIndex(checked_modules + files.dependents(checked_modules),
+                               load_official_api(), self.config, loader=files)
+        self.project = project
+        _freeze_trees(self.collecting)
+        analyses = Analyses(project, {analysis for rule in self.rules
+                                      for analysis in rule.uses})
+        for loaded in checked:
+            result.files_checked += 1
+            result.sources[loaded.source.display_path] = loaded.source
+            try:
+                findings = _check_module(loaded, project, self.config, self.rules, analyses,
+                                         self.apply_noqa)
+                if findings and not self.fingerprints:
+                    result.findings.extend(findings)
+                elif findings:
+                    result.findings.extend(with_fingerprints(
+                        findings, project_path(loaded.source.path, files.root),
+                        loaded.source.lines, loaded.module.tree))
+            except RecursionError:
+                result.errors.append(InputError(loaded.source.display_path, TOO_DEEP))
+            except Exception as error:  # a bug of ours must not stop the other files
+                result.errors.append(InputError(loaded.source.display_path,
+                                                internal_error(error)))
+        checked_ids = {id(m) for m in checked_modules}
+        for error in analyses.errors:
+            if id(error.module) in checked_ids:
+                result.errors.append(InputError(error.module.display_path, error.problem))
+        return checked
 
 
 def _check_module(loaded: LoadedFile, project: ProjectIndex, config: Config, rules: list[Rule],

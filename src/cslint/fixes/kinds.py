@@ -211,3 +211,9 @@ def scale_first_argument_fix(method: str, keyword: str) -> ScaleFirstArgument:
     argument is the second one (the fixer refuses calls on `torch` itself)."""
     return ScaleFirstArgument(False, f"fold `{keyword}=` into the first argument of "
                                      f"{method}()", method, keyword)
+
+
+# Every kind of fix by class name: the findings cache stores a fix as its kind's name and
+# its plain fields, and builds it back only as one of these.
+FIX_KINDS: dict[str, type[CallFix]] = {kind.__name__: kind
+                                       for kind in (ReplaceCall, ScaleFirstArgument)}

@@ -105,6 +105,10 @@ class ProjectIndex:
         self._kinds: dict[int, ClassKinds] = {}
         self._method_tables: dict[tuple, tuple[dict[str, MethodLookup], MethodLookup | None]] = {}
         self._entry_methods: dict[tuple[int, Version | None], dict[str, MethodLookup]] = {}
+        # What each module's names resolved into: by id of the module a name was written
+        # in (None: a name given whole), the modules whose indexes the resolution read.
+        # A cache of findings follows these edges to the files a file's findings depend on.
+        self.reads: dict[int | None, dict[int, ModuleIndex]] = {}
 
     def _add(self, module: ModuleIndex) -> None:
         self.modules.append(module)
@@ -122,9 +126,16 @@ class ProjectIndex:
 
     # ---- names -------------------------------------------------------------
 
+    def _note_reads(self, origin: ModuleIndex | None, candidates: list) -> None:
+        read = self.reads.setdefault(id(origin) if origin is not None else None, {})
+        for candidate in candidates:
+            module = candidate if isinstance(candidate, ModuleIndex) else candidate.module
+            read[id(module)] = module
+
     def _pick(self, candidates: list, origin: ModuleIndex | None):
         """Several files may give one module name (scripts in different folders):
         prefer the one beside the importing file."""
+        self._note_reads(origin, candidates)
         if len(candidates) > 1 and origin is not None:
             for candidate in candidates:
                 module = candidate if isinstance(candidate, ModuleIndex) else candidate.module
@@ -198,6 +209,7 @@ class ProjectIndex:
         while frontier and result is None:
             star = frontier.pop(0)
             sources = self.modules_named(star)
+            self._note_reads(module, sources)
             if not sources and self.official.lookup(canonical(f"{star}.{name}")) is not None:
                 result = f"{star}.{name}"  # `from cerebras.pytorch.optim import *`
             for source in sources:

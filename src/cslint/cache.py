@@ -1,0 +1,285 @@
+"""The findings cache: what each file gave last time, and what it depended on.
+
+One SQLite database per run key (the cslint build, the configuration, what the report
+needs) under the cache folder (`.cslint_cache/` in the project by default). It holds
+plain data only: JSON text in SQLite rows, read back field by field into findings; nothing
+in it is ever executed, so a planted file can do no more than make a run slower.
+
+- `files`: each project file's stat signature and content digest, so an unchanged file
+  is not read again to learn that it is unchanged.
+- `entries`: each checked file's digest, the files its findings depend on
+  (`cslint.dependencies`) and its findings and input problems.
+
+The cache is an optimisation and never an error: a corrupt, foreign or locked database
+is set aside and the run goes on without it (rebuilding it when it can). Two processes
+writing at once are serialised by SQLite; a writer that cannot get the lock in time
+skips saving.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from cslint import __version__
+from cslint.diagnostics import Finding, Location, Severity
+from cslint.fixes.kinds import FIX_KINDS
+
+DEFAULT_DIRECTORY = ".cslint_cache"
+# Bumped when what the database holds changes shape.
+_SCHEMA = 1
+_STALE_AFTER_SECONDS = 30 * 24 * 3600
+_LOCK_TIMEOUT_SECONDS = 2.0
+
+
+def _build_signature() -> str:
+    """The cslint that runs: its version and the stat of each of its modules (a cache
+    written by other code, an edited checkout included, is never read)."""
+    package = Path(__file__).parent
+    parts = [__version__, str(_SCHEMA)]
+    for root, folders, files in os.walk(package):
+        folders[:] = sorted(f for f in folders if f not in ("__pycache__", "cstorch"))
+        for name in sorted(files):
+            if name.endswith((".py", ".json")):
+                stat = os.stat(os.path.join(root, name))
+                parts.append(f"{name}:{stat.st_size}:{stat.st_mtime_ns}")
+    return hashlib.blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
+
+
+def run_key(*parts: object) -> str:
+    """The key of a run's cache: the cslint build and everything given that shapes the
+    findings (configuration, selected rules, what the report carries)."""
+    text = "\n".join([_build_signature(), *map(repr, parts)])
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def digest(raw: bytes) -> str:
+    return hashlib.blake2b(raw, digest_size=20).hexdigest()
+
+
+def stat_signature(stat: os.stat_result) -> str:
+    return f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}:{stat.st_ctime_ns}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What a checked file gave: its digest when checked, the files (absolute paths) its
+    findings depend on, its findings (paths left out) and its input problems."""
+
+
+    digest: str
+    # (path, digest) of each file the findings depend on, the file itself included.
+    depends: tuple[tuple[str, str], ...]
+    findings: tuple[Finding, ...]
+    problems: tuple[tuple[str, int | None, int | None], ...]
+    # Whether the file was read and parsed (a file with a syntax error is not counted
+    # among the files checked).
+    parsed: bool
+
+
+class FindingsCache:
+    """One run key's database. Every method swallows SQLite's errors: the cache then
+    acts empty and saves nothing."""
+
+    def __init__(self, directory: Path, key: str):
+        self.directory = directory
+        self.path = directory / f"cslint-{key}.sqlite"
+        self._connection: sqlite3.Connection | None = None
+        self.usable = True
+
+    def _connect(self) -> sqlite3.Connection | None:
+        if self._connection is not None or not self.usable:
+            return self._connection
+        try:
+            _prepare_directory(self.directory)
+            connection = sqlite3.connect(self.path, timeout=_LOCK_TIMEOUT_SECONDS,
+                                         isolation_level=None)
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
+            connection.execute("CREATE TABLE IF NOT EXISTS files "
+                               "(path TEXT PRIMARY KEY, signature TEXT, digest TEXT)")
+            connection.execute("CREATE TABLE IF NOT EXISTS entries (path TEXT PRIMARY KEY, "
+                               "digest TEXT, depends TEXT, result TEXT)")
+            self._connection = connection
+        except (sqlite3.Error, OSError):
+            self._set_aside()
+        return self._connection
+
+    def _set_aside(self) -> None:
+        """A database that cannot be read: removed (a corrupt file would fail every run)
+        where possible, unused for the rest of this run."""
+        self.usable = False
+        if self._connection is not None:
+            try:
+                self._connection.close()
+            except sqlite3.Error:
+                pass
+            self._connection = None
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.unlink(f"{self.path}{suffix}")
+            except OSError:
+                pass
+
+    def file_digests(self) -> dict[str, tuple[str, str]]:
+        """path -> (stat signature, digest) as last seen."""
+        connection = self._connect()
+        if connection is None:
+            return {}
+        try:
+            return {path: (signature, digest) for path, signature, digest
+                    in connection.execute("SELECT path, signature, digest FROM files")
+                    if isinstance(path, str) and isinstance(signature, str)
+                    and isinstance(digest, str)}
+        except sqlite3.Error:
+            self._set_aside()
+            return {}
+
+    def entries(self, paths: Iterable[str]) -> dict[str, Entry]:
+        connection = self._connect()
+        if connection is None:
+            return {}
+        wanted = set(paths)
+        found: dict[str, Entry] = {}
+        try:
+            rows = connection.execute("SELECT path, digest, depends, result FROM entries")
+            for path, file_digest, depends, result in rows:
+                if path in wanted:
+                    entry = _entry_from_row(file_digest, depends, result)
+                    if entry is not None:
+                        found[path] = entry
+        except sqlite3.Error:
+            self._set_aside()
+            return {}
+        return found
+
+    def save(self, files: dict[str, tuple[str, str]], entries: dict[str, Entry]) -> None:
+        connection = self._connect()
+        if connection is None or (not files and not entries):
+            return
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            connection.executemany(
+                "INSERT OR REPLACE INTO files (path, signature, digest) VALUES (?, ?, ?)",
+                [(path, signature, file_digest)
+                 for path, (signature, file_digest) in files.items()])
+            connection.executemany(
+                "INSERT OR REPLACE INTO entries (path, digest, depends, result) "
+                "VALUES (?, ?, ?, ?)",
+                [(path, entry.digest, json.dumps(entry.depends), _result_json(entry))
+                 for path, entry in entries.items()])
+            connection.execute("COMMIT")
+        except sqlite3.OperationalError:
+            # Locked by another cslint for longer than we wait: its results stand.
+            try:
+                connection.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+        except sqlite3.Error:
+            self._set_aside()
+
+    def close(self) -> None:
+        if self._connection is not None:
+            try:
+                self._connection.close()
+            except sqlite3.Error:
+                pass
+            self._connection = None
+
+
+def _prepare_directory(directory: Path) -> None:
+    """The cache folder, ignored by git, with databases unused for a month removed."""
+    fresh = not directory.is_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    ignore = directory / ".gitignore"
+    if fresh or not ignore.exists():
+        ignore.write_text("# Written by cslint: the whole folder is a cache.\n*\n")
+        return
+    now = time.time()
+    for old in directory.glob("cslint-*.sqlite*"):
+        try:
+            if now - old.stat().st_mtime > _STALE_AFTER_SECONDS:
+                old.unlink()
+        except OSError:
+            pass
+
+
+# ---- findings as plain data -----------------------------------------------------------
+
+def _result_json(entry: Entry) -> str:
+    return json.dumps({
+        "findings": [_finding_data(finding) for finding in entry.findings],
+        "problems": [list(problem) for problem in entry.problems],
+        "parsed": entry.parsed,
+    })
+
+
+def _finding_data(finding: Finding) -> dict:
+    loc = finding.location
+    data = {"location": [loc.line, loc.column, loc.end_line, loc.end_column],
+            "code": finding.code, "name": finding.name, "message": finding.message,
+            "severity": finding.severity.value, "fingerprint": finding.fingerprint}
+    if finding.fix is not None:
+        kind = type(finding.fix).__name__
+        if FIX_KINDS.get(kind) is not type(finding.fix):
+            raise TypeError(f"fix kind {kind} is not registered in FIX_KINDS")
+        data["fix"] = {"kind": kind, **{name: value for name, value
+                                        in vars(finding.fix).items()}}
+    return data
+
+
+def _entry_from_row(file_digest: object, depends: object, result: object) -> Entry | None:
+    """The entry a row holds; None for a row of the wrong shape (written by something
+    else): it is then checked again."""
+    try:
+        if not isinstance(file_digest, str) or not isinstance(depends, str) \
+                or not isinstance(result, str):
+            return None
+        pairs = json.loads(depends)
+        data = json.loads(result)
+        if not isinstance(pairs, list) or not all(
+                isinstance(pair, list) and len(pair) == 2
+                and all(isinstance(part, str) for part in pair) for pair in pairs):
+            return None
+        findings = tuple(_finding_from_data(item) for item in data["findings"])
+        problems = tuple((str(problem), _optional_int(line), _optional_int(column))
+                         for problem, line, column in data["problems"])
+        parsed = data["parsed"]
+        if not isinstance(parsed, bool):
+            return None
+        return Entry(file_digest, tuple(map(tuple, pairs)), findings, problems, parsed)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def _optional_int(value: object) -> int | None:
+    if value is None:
+        return None
+    if type(value) is not int:
+        raise TypeError("not an integer")
+    return value
+
+
+def _finding_from_data(data: dict) -> Finding:
+    line, column, end_line, end_column = (int(n) for n in data["location"])
+    fix = None
+    if "fix" in data:
+        fields = dict(data["fix"])
+        kind = FIX_KINDS[fields.pop("kind")]
+        fix = kind(**{name: _tuples(value) for name, value in fields.items()})
+    return Finding("", Location(line, column, end_line, end_column), str(data["code"]),
+                   str(data["name"]), str(data["message"]), Severity(data["severity"]), fix,
+                   str(data["fingerprint"]))
+
+
+def _tuples(value: object) -> object:
+    """JSON arrays back into the tuples the fix kinds hold."""
+    if isinstance(value, list):
+        return tuple(_tuples(item) for item in value)
+    return value

@@ -1,0 +1,276 @@
+"""The findings cache: the same output as a run without it, after any edit anywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cslint.config import Config
+from cslint.engine import CacheOptions, lint
+from cslint.source import SourceFile
+from helpers import REPO
+
+# A package whose findings cross files: a base class, a helper the step calls, a traced
+# function made traced by its caller, and an optimizer using all three.
+PACKAGE = {
+    "pkg/__init__.py": "",
+    "pkg/base.py": '''\
+import torch
+import cerebras.pytorch as cstorch
+
+
+class Base(cstorch.optim.Optimizer):
+    def preinitialize(self):
+        pass
+
+    def momentum(self, p):
+        return self.state[p]["m"]
+''',
+    "pkg/helpers.py": '''\
+def clip(value, limit):
+    if value > limit:
+        return limit
+    return value
+
+
+def scale(value):
+    return value * 2
+
+
+def gate(value):
+    if value > 0:
+        return value
+    return -value
+''',
+    "pkg/opt.py": '''\
+import torch
+from pkg.base import Base
+from pkg.helpers import clip
+
+
+class Opt(Base):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = clip(p.grad, 1.0)
+                p.add_(g)
+''',
+    "pkg/other.py": '''\
+import torch
+
+
+def unrelated(x):
+    return x + 1
+''',
+}
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def findings(root: Path, cached: bool, paths: list[str] | None = None,
+             config: Config = Config(select=("ALL",))) -> list[tuple]:
+    result = lint(paths or [str(root)], config, project_root=root,
+                  cache=CacheOptions() if cached else None)
+    return ([(f.path, f.location, f.code, f.message, f.fingerprint) for f in result.findings],
+            [e.render() for e in result.errors], result.files_checked)
+
+
+@pytest.fixture
+def package(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    write(tmp_path, PACKAGE)
+    return tmp_path
+
+
+def assert_cache_agrees(root: Path) -> None:
+    assert findings(root, cached=True) == findings(root, cached=False)
+
+
+def test_a_warm_run_gives_what_a_cold_run_gives_and_parses_nothing(package, monkeypatch):
+    cold = findings(package, cached=True)
+    assert cold[0], "the package has findings"
+    assert (package / ".cslint_cache" / ".gitignore").read_text().strip().endswith("*")
+    parsed = []
+    original = SourceFile.parse
+    monkeypatch.setattr(SourceFile, "parse", lambda self: parsed.append(self) or original(self))
+    assert findings(package, cached=True) == cold == findings(package, cached=False)[:3]
+    parsed.clear()
+    findings(package, cached=True)
+    assert parsed == []
+
+
+@pytest.mark.parametrize("edit", [
+    # The base class: the subclass's file must be checked again.
+    ("pkg/base.py", "class Base(cstorch.optim.Optimizer):", "class Base(torch.nn.Module):"),
+    # The callee: the caller's value changes.
+    ("pkg/helpers.py", "        return limit", "        return limit.item()"),
+    # The caller: a new call makes `scale` traced.
+    ("pkg/opt.py", "                p.add_(g)", "                p.add_(scale(g))\n"
+                   "                if scale(g) > 0:\n                    pass"),
+    # A file that reaches nothing: nothing else changes.
+    ("pkg/other.py", "x + 1", "x + 2"),
+])
+def test_an_edit_elsewhere_rechecks_the_files_it_affects(package, edit):
+    name, old, new = edit
+    findings(package, cached=True)
+    path = package / name
+    text = path.read_text()
+    if name == "pkg/opt.py":
+        text = text.replace("from pkg.helpers import clip", "from pkg.helpers import clip, scale")
+    path.write_text(text.replace(old, new))
+    assert_cache_agrees(package)
+
+
+def test_a_new_file_that_calls_a_checked_function_rechecks_it(package):
+    findings(package, cached=True)
+    before = findings(package, cached=True)[0]
+    write(package, {"pkg/caller.py": '''\
+from pkg.base import Base
+from pkg.helpers import gate
+
+
+class Gated(Base):
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(gate(p.grad))
+'''})
+    assert_cache_agrees(package)
+    after = findings(package, cached=True)[0]
+    assert [f for f in after if f[0].endswith("helpers.py")] != \
+        [f for f in before if f[0].endswith("helpers.py")]
+
+
+def test_a_deleted_base_rechecks_its_subclasses(package):
+    findings(package, cached=True)
+    (package / "pkg/base.py").unlink()
+    assert_cache_agrees(package)
+
+
+def test_a_config_change_does_not_reuse_findings(package):
+    all_rules = findings(package, cached=True)
+    only_cs2 = Config(select=("CS2",))
+    assert findings(package, cached=True, config=only_cs2) == \
+        findings(package, cached=False, config=only_cs2)
+    assert findings(package, cached=True) == all_rules
+
+
+def test_paths_in_any_order_give_the_same_output(package):
+    files = sorted(str(p) for p in package.rglob("*.py"))
+    forward = findings(package, cached=False, paths=files)
+    assert findings(package, cached=False, paths=files[::-1]) == forward
+    assert findings(package, cached=True, paths=files[::-1]) == forward
+    assert findings(package, cached=True, paths=files) == forward
+
+
+def test_random_edits_of_the_fixtures_keep_the_cache_exact(tmp_path):
+    """Fixtures copied into one project, then rounds of random edits (a file emptied, a
+    line deleted, two files swapped): after each, the cached run equals a fresh one."""
+    root = tmp_path / "fixtures"
+    shutil.copytree(REPO / "fixtures", root)
+    (tmp_path / "pyproject.toml").write_text("")
+    files = sorted(root.rglob("*.py"))
+    generator = random.Random(20261125)
+    assert_cache_agrees(root)
+    for _ in range(6):
+        victim = generator.choice(files)
+        lines = victim.read_text().splitlines(keepends=True)
+        action = generator.choice(["delete-line", "empty", "swap"])
+        if action == "delete-line" and lines:
+            del lines[generator.randrange(len(lines))]
+            victim.write_text("".join(lines))
+        elif action == "empty":
+            victim.write_text("")
+        else:
+            other = generator.choice(files)
+            text = other.read_text()
+            other.write_text(victim.read_text())
+            victim.write_text(text)
+        assert_cache_agrees(root)
+
+
+def test_a_corrupt_cache_is_set_aside(package):
+    cold = findings(package, cached=True)
+    for database in (package / ".cslint_cache").glob("cslint-*.sqlite"):
+        database.write_bytes(b"this is not a database" * 100)
+    assert findings(package, cached=True) == cold
+    assert findings(package, cached=True) == cold
+
+
+def test_rows_of_the_wrong_shape_are_checked_again(package):
+    import sqlite3
+
+    cold = findings(package, cached=True)
+    (database,) = (package / ".cslint_cache").glob("cslint-*.sqlite")
+    with sqlite3.connect(database) as connection:
+        connection.execute("UPDATE entries SET result = '{\"findings\": [{\"code\": 1}]}', "
+                           "depends = '[[1, 2]]'")
+    connection.close()
+    assert findings(package, cached=True) == cold
+
+
+def test_a_cache_of_another_cslint_build_is_not_read(package, monkeypatch):
+    import cslint.cache
+
+    findings(package, cached=True)
+    before = set((package / ".cslint_cache").glob("cslint-*.sqlite"))
+    monkeypatch.setattr(cslint.cache, "_build_signature", lambda: "another build")
+    findings(package, cached=True)
+    after = set((package / ".cslint_cache").glob("cslint-*.sqlite"))
+    assert len(after - before) == 1
+
+
+def test_two_runs_at_once_are_both_right(package):
+    expected = subprocess.run([sys.executable, "-m", "cslint", "check", "--no-config",
+                               "--select", "ALL", "--format", "json", "--no-cache", "."],
+                              cwd=package, capture_output=True, text=True).stdout
+    command = [sys.executable, "-m", "cslint", "check", "--no-config", "--select", "ALL",
+               "--format", "json", "."]
+    for _ in range(3):
+        runs = [subprocess.Popen(command, cwd=package, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for _ in range(3)]
+        for process in runs:
+            out, err = process.communicate()
+            assert out == expected, err
+            assert process.returncode == 1, err
+    assert json.loads(expected)
+
+
+def test_the_cli_cache_options(package):
+    def check(*options):
+        return subprocess.run([sys.executable, "-m", "cslint", "check", "--no-config",
+                               *options, "."], cwd=package, capture_output=True, text=True)
+
+    check("--no-cache")
+    assert not (package / ".cslint_cache").exists()
+    check("--cache-dir", "elsewhere")
+    assert list((package / "elsewhere").glob("cslint-*.sqlite"))
+    (package / "pyproject.toml").write_text('[tool.cslint]\ncache-dir = "configured"\n')
+    subprocess.run([sys.executable, "-m", "cslint", "check", "."], cwd=package,
+                   capture_output=True)
+    assert list((package / "configured").glob("cslint-*.sqlite"))
+
+
+def test_the_cache_code_never_unpickles_or_evaluates():
+    forbidden = re.compile(r"\b(pickle|marshal|shelve|eval|exec)\b|__import__|importlib")
+    for name in ("cache.py", "cached_run.py", "dependencies.py"):
+        source = (REPO / "src" / "cslint" / name).read_text()
+        code = "\n".join(line for line in source.splitlines()
+                         if not line.lstrip().startswith("#"))
+        assert not forbidden.search(re.sub(r'""".*?"""', "", code, flags=re.S)), name
