@@ -6,6 +6,7 @@ paths -> files -> SourceFile -> ast -> ModuleIndex -> ProjectIndex -> rules -> f
 from __future__ import annotations
 
 import gc
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +21,8 @@ from cslint.rules import ModuleContext, Rule, select_rules
 from cslint.semantic.analyses import Analyses
 from cslint.semantic.official import load_official_api
 from cslint.semantic.project import ProjectIndex
-from cslint.source import TOO_DEEP, InputError, SourceFile, internal_error
+from cslint.source import TOO_DEEP, InputError, SourceFile, internal_error, stat_mode, \
+    too_big
 from cslint.suppressions import per_file_ignored_codes, scan_suppressions
 
 STDIN = "-"
@@ -45,25 +47,30 @@ class LintResult:
 
 def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResult,
                     force_exclude: bool = False) -> list[Target]:
+    """The files to check: those named, and the Python files of the folders named.
+    A named path that leads nowhere (missing, a broken or looping symlink) is reported
+    here; a file that cannot be read (a FIFO, a device, unreadable), when it is read."""
     targets: list[Target] = []
     for given in paths:
         if given == STDIN:
             continue
         path = Path(given)
-        if path.is_dir():
+        shown = display_path(path, given)
+        try:
+            mode = stat_mode(path, shown)
+        except InputError as error:
+            result.errors.append(error)
+            continue
+        if stat.S_ISDIR(mode):
             found = walk_python_files(path, exclude)
             if not found:
                 result.notices.append(f"{given}: no Python files to check")
             for file in found:
-                shown = display_path(file, str(Path(given) / file.relative_to(path)))
+                shown = display_path(file, str(path / file.relative_to(path)))
                 targets.append(Target(file, shown))
-        elif path.exists():
-            # A file named explicitly is checked even when excluded, unless forced out.
-            if force_exclude and exclude.excludes(path):
-                continue
-            targets.append(Target(path, display_path(path, given)))
-        else:
-            result.errors.append(InputError(display_path(path, given), "no such file or directory"))
+        # A file named explicitly is checked even when excluded, unless forced out.
+        elif not (force_exclude and exclude.excludes(path)):
+            targets.append(Target(path, shown))
     return targets
 
 
@@ -109,20 +116,23 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
     exclude = ExcludeMatcher(config.exclude, config.base_dir)
     targets = collect_targets(paths, exclude, result, config.force_exclude)
 
+    max_size = config.max_file_size
     checked: list[LoadedFile] = []
     for target in targets:
         try:
-            checked.append(load_file(target.path, target.display_path))
+            checked.append(load_file(target.path, target.display_path, max_size))
         except InputError as err:
             result.errors.append(err)
     if stdin is not None:
         name, raw = stdin
         try:
-            checked.append(load_file(Path(name).absolute(), name, raw))
+            if len(raw) > max_size:  # as the same code in a file would be
+                raise too_big(name, len(raw), max_size)
+            checked.append(load_file(Path(name).absolute(), name, max_size, raw))
         except InputError as err:
             result.errors.append(err)
 
-    files = project_files_for(targets, stdin, exclude, project_root)
+    files = project_files_for(targets, stdin, exclude, project_root, max_size)
     checked_modules = [c.module for c in checked]
     project = ProjectIndex(checked_modules + files.dependents(checked_modules),
                            load_official_api(), config, loader=files)
