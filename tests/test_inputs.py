@@ -1,4 +1,5 @@
-"""What cslint reads: only regular files, none over `max-file-size`.
+"""What cslint reads: only regular files, none over `max-file-size`, and each file with
+the project it belongs to.
 
 A checked file (named or found in a named folder) that cannot be read is one line on
 stderr, exit 2, and the other files are still checked; a file read only for context is
@@ -18,6 +19,7 @@ from click.testing import CliRunner
 from cslint import engine, project_files
 from cslint.cli import main
 from cslint.config import DEFAULT_MAX_FILE_SIZE
+from cslint.discovery import find_project_root
 from cslint.source import InputError, read_regular_file
 from helpers import REPO
 from test_cli import CLEAN, LAZY, run
@@ -280,3 +282,46 @@ def test_a_bad_max_file_size_is_exit_2_naming_the_key(project, setting):
     [line] = error_lines(result.stderr)
     assert "`max-file-size`" in line
 
+
+BASE = '''\
+import cerebras.pytorch as cstorch
+
+
+class Base(cstorch.optim.Optimizer):
+    def preinitialize(self):
+        pass
+'''
+SUBCLASS = LAZY.replace("import cerebras.pytorch as cstorch", "from pkg.base import Base") \
+    .replace("cstorch.optim.Optimizer", "Base")
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    """pkg/base.py holds an optimizer base class, pkg/optim/lazy.py a subclass that
+    creates state in step(); no pyproject.toml or .git above them."""
+    if any((p / "pyproject.toml").exists() or (p / ".git").exists()
+           for p in (tmp_path, *tmp_path.parents)):
+        pytest.skip("the temporary folder lies in a project")
+    optim = tmp_path / "pkg" / "optim"
+    optim.mkdir(parents=True)
+    for folder in (tmp_path / "pkg", optim):
+        (folder / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "base.py").write_text(BASE)
+    (optim / "lazy.py").write_text(SUBCLASS)
+    return tmp_path
+
+
+def test_without_markers_the_project_is_the_top_of_the_package_chain(package):
+    top = package / "pkg"
+    assert find_project_root([top / "optim" / "lazy.py"]) == top.resolve()
+    assert find_project_root([top / "optim"]) == top.resolve()
+    assert find_project_root([top]) == top.resolve()
+    (package / "script.py").write_text("")  # no package: its own folder
+    assert find_project_root([package / "script.py"]) == package.resolve()
+
+
+@pytest.mark.parametrize("checked", ["pkg/optim/lazy.py", "pkg/optim", "pkg"])
+def test_a_file_checked_alone_gets_its_package_as_context(package, checked):
+    result = run(["check", "--no-config", checked], package)
+    assert result.exit_code == 1, result.stdout + result.stderr
+    assert f"{Path('pkg/optim/lazy.py')}:17:21: CS101" in result.stdout

@@ -52,6 +52,15 @@ def is_package_folder(folder: Path) -> bool:
     return is_regular_file(folder / "__init__.py") or is_regular_file(folder / "__init__.pyi")
 
 
+def package_top(folder: Path) -> Path:
+    """The topmost folder of the package chain (folders holding `__init__.py`) that
+    `folder` lies in; `folder` itself when it is no package or its parent is none."""
+    while is_package_folder(folder) and folder.parent != folder \
+            and is_package_folder(folder.parent):
+        folder = folder.parent
+    return folder
+
+
 @dataclass(frozen=True)
 class Target:
     path: Path
@@ -127,7 +136,9 @@ def project_path(path: Path, root: Path | None) -> str:
 
 def find_project_root(paths: list[Path]) -> Path:
     """The folder holding the nearest pyproject.toml or .git above the first path;
-    without one, the common folder of the paths given."""
+    without one, the common folder of the paths given, each widened to the top of the
+    package it lies in: a file checked alone then gets the context that a run over its
+    package gives it (the files that import it and those it imports)."""
     first = resolved(paths[0])
     start = first if is_folder(first) else first.parent
     too_wide = {Path(start.anchor), resolved(Path.home())}
@@ -141,5 +152,5 @@ def find_project_root(paths: list[Path]) -> Path:
         if is_regular_file(candidate / "pyproject.toml") \
                 or file_mode(candidate / ".git") is not None:
             return candidate
-    folders = [p if is_folder(p) else p.parent for p in map(resolved, paths)]
+    folders = [package_top(p if is_folder(p) else p.parent) for p in map(resolved, paths)]
     return Path(os.path.commonpath([str(f) for f in folders]))
