@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cslint.config import Config
+from cslint.config import DEFAULT_MAX_FILE_SIZE, Config
 from cslint.engine import lint
 from cslint.semantic.program import torch_equivalents
 from helpers import REPO, init_signatures, official_api_table
@@ -80,7 +80,7 @@ def test_official_schedulers_are_analysed(cerebras_pytorch):
     from cslint.semantic.project import ProjectIndex
 
     files = sorted((cerebras_pytorch / "optim").glob("*.py"))
-    modules = [load_file(f, str(f)).module for f in files]
+    modules = [load_file(f, str(f), DEFAULT_MAX_FILE_SIZE).module for f in files]
     project = ProjectIndex(modules, load_official_api(), Config(cstorch_version=(2, 10)))
     analysis = SchedulerAnalysis(project)
     analysis.run()

@@ -364,14 +364,14 @@ def test_too_deeply_nested_to_analyse(project):
 def test_unreadable_file(project, monkeypatch):
     target = project / "secret.py"
     target.write_text(LAZY)
-    real_read = Path.read_bytes
+    real_open = os.open
 
-    def refuse(path):  # as root, file modes do not stop reads: refuse this one file
-        if path.name == "secret.py":
+    def refuse(path, *args, **kwargs):  # as root, file modes do not stop reads
+        if Path(path).name == "secret.py":
             raise PermissionError(13, "Permission denied")
-        return real_read(path)
+        return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", refuse)
+    monkeypatch.setattr(os, "open", refuse)
     result = run(["check", "secret.py", "lazy.py"], project)
     assert result.exit_code == 2
     assert result.stderr.strip() == "cslint: error: secret.py: cannot read: Permission denied"

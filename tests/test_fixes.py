@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from cslint.cli import main
+from cslint.config import DEFAULT_MAX_FILE_SIZE
 from cslint.diagnostics import Finding, Location, Severity
 from cslint.engine import lint
 from cslint.fixes import cstorch_creation_fix, replace_call_fix, scale_first_argument_fix
@@ -92,14 +93,14 @@ def _builder_findings(source: SourceFile) -> list[Finding]:
 def test_builder_fixture(fixture: Path, tmp_path: Path):
     target = tmp_path / "module.py"
     shutil.copyfile(fixture, target)
-    source = SourceFile.read(target, "module.py")
+    source = SourceFile.read(target, "module.py", DEFAULT_MAX_FILE_SIZE)
     findings = _builder_findings(source)
     assert findings
     fixed = fix_source(source, findings)
     assert not fixed.dropped, fixed.dropped
     assert fixed.new_raw.decode("utf-8") == _out(fixture).read_text(encoding="utf-8")
     write_fixed(fixed)
-    again = SourceFile.read(target, "module.py")
+    again = SourceFile.read(target, "module.py", DEFAULT_MAX_FILE_SIZE)
     assert not fix_source(again, _builder_findings(again)).changed
 
 
@@ -302,7 +303,7 @@ def test_a_fix_that_breaks_parsing_is_dropped_and_reported(tmp_path: Path):
     path = tmp_path / "m.py"
     path.write_text("import cerebras.pytorch as cstorch\nx = torch.zeros_like(p)\n"
                     "y = torch.zeros_like(q)\n")
-    source = SourceFile.read(path, "m.py")
+    source = SourceFile.read(path, "m.py", DEFAULT_MAX_FILE_SIZE)
     good = Finding("m.py", Location(2, 5, 2, 24), "CS104", "n", "m", Severity.INFO,
                    replace_call_fix("zeros_like", safe=True, description="d"))
     bad = Finding("m.py", Location(3, 5, 3, 24), "CS104", "n", "m", Severity.INFO,
@@ -318,7 +319,7 @@ def test_a_fix_that_breaks_parsing_is_dropped_and_reported(tmp_path: Path):
 def test_a_fix_whose_code_moved_is_dropped(tmp_path: Path):
     path = tmp_path / "m.py"
     path.write_text("x = 1\n")
-    source = SourceFile.read(path, "m.py")
+    source = SourceFile.read(path, "m.py", DEFAULT_MAX_FILE_SIZE)
     finding = Finding("m.py", Location(1, 1, 1, 6), "CS104", "n", "m", Severity.INFO,
                       replace_call_fix("zeros_like", safe=True, description="d"))
     fixed = fix_source(source, [finding])
@@ -343,7 +344,7 @@ def test_plain_check_does_not_import_libcst(tmp_path: Path):
 def test_scale_fix_refuses_the_functional_form(tmp_path: Path):
     path = tmp_path / "m.py"
     path.write_text("import torch\nq = torch.add(p, g, alpha=-lr)\n")
-    source = SourceFile.read(path, "m.py")
+    source = SourceFile.read(path, "m.py", DEFAULT_MAX_FILE_SIZE)
     finding = Finding("m.py", Location(2, 5, 2, 31), "CS205", "n", "m", Severity.ERROR,
                       scale_first_argument_fix("add", "alpha"))
     fixed = fix_source(source, [finding])

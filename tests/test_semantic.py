@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cslint.config import Config
+from cslint.config import DEFAULT_MAX_FILE_SIZE, Config
 from cslint.engine import lint
 from cslint.semantic.module_index import build_module_index, module_name_for
 from cslint.semantic.official import load_official_api
@@ -40,7 +40,7 @@ def index(root: Path, *names: str) -> ProjectIndex:
     modules = []
     for name in names:
         path = root / name
-        source = SourceFile.read(path, name)
+        source = SourceFile.read(path, name, DEFAULT_MAX_FILE_SIZE)
         modules.append(build_module_index(source.parse(), path, name))
     return ProjectIndex(modules, load_official_api(), Config())
 

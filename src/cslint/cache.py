@@ -6,9 +6,11 @@ plain data only: JSON text in SQLite rows, read back field by field into finding
 in it is ever executed, so a planted file can do no more than make a run slower.
 
 - `files`: each project file's stat signature and content digest, so an unchanged file
-  is not read again to learn that it is unchanged.
+  is not read again to learn that it is unchanged, and the generation (a counter of the
+  runs that saved) in which it last changed or appeared.
 - `entries`: each checked file's digest, the files its findings depend on
-  (`cslint.dependencies`) and its findings and input problems.
+  (`cslint.dependencies`) with their digests, its findings and input problems, and the
+  generation it has seen: every change recorded up to it was taken into account.
 
 The cache is an optimisation and never an error: a corrupt, foreign or locked database
 is set aside and the run goes on without it (rebuilding it when it can). Two processes
@@ -33,7 +35,7 @@ from cslint.fixes.kinds import FIX_KINDS
 
 DEFAULT_DIRECTORY = ".cslint_cache"
 # Bumped when what the database holds changes shape.
-_SCHEMA = 1
+_SCHEMA = 2
 _STALE_AFTER_SECONDS = 30 * 24 * 3600
 _LOCK_TIMEOUT_SECONDS = 2.0
 
@@ -81,6 +83,16 @@ class Entry:
     # Whether the file was read and parsed (a file with a syntax error is not counted
     # among the files checked).
     parsed: bool
+    # The files table's generation up to which every change was taken into account.
+    generation: int = 0
+
+
+@dataclass(frozen=True)
+class FileState:
+    signature: str
+    digest: str
+    # The generation in which the file last changed (None: not saved yet).
+    generation: int | None = None
 
 
 class FindingsCache:
@@ -102,10 +114,12 @@ class FindingsCache:
                                          isolation_level=None)
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=NORMAL")
-            connection.execute("CREATE TABLE IF NOT EXISTS files "
-                               "(path TEXT PRIMARY KEY, signature TEXT, digest TEXT)")
+            connection.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, "
+                               "value INTEGER)")
+            connection.execute("CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, "
+                               "signature TEXT, digest TEXT, generation INTEGER)")
             connection.execute("CREATE TABLE IF NOT EXISTS entries (path TEXT PRIMARY KEY, "
-                               "digest TEXT, depends TEXT, result TEXT)")
+                               "digest TEXT, depends TEXT, result TEXT, generation INTEGER)")
             self._connection = connection
         except (sqlite3.Error, OSError):
             self._set_aside()
@@ -127,16 +141,30 @@ class FindingsCache:
             except OSError:
                 pass
 
-    def file_digests(self) -> dict[str, tuple[str, str]]:
-        """path -> (stat signature, digest) as last seen."""
+    def generation(self) -> int:
+        """The last generation saved (0: none)."""
+        connection = self._connect()
+        if connection is None:
+            return 0
+        try:
+            row = connection.execute("SELECT value FROM meta WHERE key = 'generation'"
+                                     ).fetchone()
+        except sqlite3.Error:
+            self._set_aside()
+            return 0
+        return row[0] if row is not None and type(row[0]) is int else 0
+
+    def file_states(self) -> dict[str, FileState]:
+        """Each file as last seen."""
         connection = self._connect()
         if connection is None:
             return {}
         try:
-            return {path: (signature, digest) for path, signature, digest
-                    in connection.execute("SELECT path, signature, digest FROM files")
+            return {path: FileState(signature, digest, generation)
+                    for path, signature, digest, generation in connection.execute(
+                        "SELECT path, signature, digest, generation FROM files")
                     if isinstance(path, str) and isinstance(signature, str)
-                    and isinstance(digest, str)}
+                    and isinstance(digest, str) and type(generation) is int}
         except sqlite3.Error:
             self._set_aside()
             return {}
@@ -148,10 +176,11 @@ class FindingsCache:
         wanted = set(paths)
         found: dict[str, Entry] = {}
         try:
-            rows = connection.execute("SELECT path, digest, depends, result FROM entries")
-            for path, file_digest, depends, result in rows:
+            rows = connection.execute(
+                "SELECT path, digest, depends, result, generation FROM entries")
+            for path, file_digest, depends, result, generation in rows:
                 if path in wanted:
-                    entry = _entry_from_row(file_digest, depends, result)
+                    entry = _entry_from_row(file_digest, depends, result, generation)
                     if entry is not None:
                         found[path] = entry
         except sqlite3.Error:
@@ -159,21 +188,37 @@ class FindingsCache:
             return {}
         return found
 
-    def save(self, files: dict[str, tuple[str, str]], entries: dict[str, Entry]) -> None:
+    def save(self, files: dict[str, FileState], entries: dict[str, Entry],
+             confirmed: list[str], seen_generation: int) -> None:
+        """Record `files` (a changed digest starts a new generation), the `entries` made
+        and the held entries `confirmed` by a run that started at `seen_generation`."""
         connection = self._connect()
-        if connection is None or (not files and not entries):
+        if connection is None or (not files and not entries and not confirmed):
             return
         try:
             connection.execute("BEGIN IMMEDIATE")
+            row = connection.execute("SELECT value FROM meta WHERE key = 'generation'"
+                                     ).fetchone()
+            last = row[0] if row is not None and type(row[0]) is int else 0
+            generation = last + 1
+            # The run saw every change up to its start, and the changes it records now;
+            # not those another cslint recorded meanwhile, if any.
+            seen = generation if last == seen_generation else seen_generation
+            connection.execute("INSERT OR REPLACE INTO meta (key, value) "
+                               "VALUES ('generation', ?)", (generation,))
             connection.executemany(
-                "INSERT OR REPLACE INTO files (path, signature, digest) VALUES (?, ?, ?)",
-                [(path, signature, file_digest)
-                 for path, (signature, file_digest) in files.items()])
-            connection.executemany(
-                "INSERT OR REPLACE INTO entries (path, digest, depends, result) "
+                "INSERT OR REPLACE INTO files (path, signature, digest, generation) "
                 "VALUES (?, ?, ?, ?)",
-                [(path, entry.digest, json.dumps(entry.depends), _result_json(entry))
+                [(path, state.signature, state.digest,
+                  generation if state.generation is None else state.generation)
+                 for path, state in files.items()])
+            connection.executemany(
+                "INSERT OR REPLACE INTO entries (path, digest, depends, result, generation) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(path, entry.digest, json.dumps(entry.depends), _result_json(entry), seen)
                  for path, entry in entries.items()])
+            connection.executemany("UPDATE entries SET generation = ? WHERE path = ?",
+                                   [(seen, path) for path in confirmed])
             connection.execute("COMMIT")
         except sqlite3.OperationalError:
             # Locked by another cslint for longer than we wait: its results stand.
@@ -234,12 +279,13 @@ def _finding_data(finding: Finding) -> dict:
     return data
 
 
-def _entry_from_row(file_digest: object, depends: object, result: object) -> Entry | None:
+def _entry_from_row(file_digest: object, depends: object, result: object,
+                    generation: object) -> Entry | None:
     """The entry a row holds; None for a row of the wrong shape (written by something
     else): it is then checked again."""
     try:
         if not isinstance(file_digest, str) or not isinstance(depends, str) \
-                or not isinstance(result, str):
+                or not isinstance(result, str) or type(generation) is not int:
             return None
         pairs = json.loads(depends)
         data = json.loads(result)
@@ -253,7 +299,8 @@ def _entry_from_row(file_digest: object, depends: object, result: object) -> Ent
         parsed = data["parsed"]
         if not isinstance(parsed, bool):
             return None
-        return Entry(file_digest, tuple(map(tuple, pairs)), findings, problems, parsed)
+        return Entry(file_digest, tuple(map(tuple, pairs)), findings, problems, parsed,
+                     generation)
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
 

@@ -4,12 +4,13 @@
 2. A checked file's entry holds if its digest and the digest of every file its findings
    depended on (`cslint.dependencies`) are as recorded: its findings are taken as they
    were, and the file is not parsed.
-3. The others are checked together, the project's other files read as they are needed
-   (the way a run over a few changed files reads them). An edit may make a file reach
-   code it did not reach before (a new caller, a new subclass): a file with a held entry
-   that the batch shows to depend on a file its entry did not record is checked too,
-   until no such file is left.
-4. What was checked is saved with its new dependencies.
+3. The others are checked together (a batch), with the files whose code may reach them:
+   those their findings depended on last time, and every file changed since the oldest
+   held entry was made (an edit may make a file reach code it did not reach before: a
+   new caller, a new subclass). A held entry that a batch shows to depend on a file it
+   did not record is checked in the next batch, until none is left.
+4. What was checked is saved with its new dependencies; the entries that held are
+   marked as having seen every change up to this run.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cslint.cache import DEFAULT_DIRECTORY, Entry, FindingsCache, digest, run_key, \
-    stat_signature
+from cslint.cache import DEFAULT_DIRECTORY, Entry, FileState, FindingsCache, digest, \
+    run_key, stat_signature
 from cslint.dependencies import depends_on
 from cslint.discovery import Target
 from cslint.project_files import ProjectFiles
-from cslint.source import InputError, SourceFile
+from cslint.semantic.module_index import ModuleIndex
+from cslint.source import InputError, SourceFile, read_regular_file
 
 if TYPE_CHECKING:
     from cslint.engine import CacheOptions, LintResult, _Run
@@ -44,137 +46,178 @@ def check_with_cache(run: _Run, result: LintResult, targets: list[Target],
                                              run.apply_noqa, run.fingerprints,
                                              str(files.root)))
     try:
-        _check(run, result, targets, files, cache)
+        _CachedRun(run, result, targets, files, cache).check()
     finally:
         cache.close()
 
 
-def _check(run: _Run, result: LintResult, targets: list[Target], files: ProjectFiles,
-           cache: FindingsCache) -> None:
-    other_paths = sorted(files.pending)
-    known = cache.file_digests()
-    current: dict[str, tuple[str, str]] = {}  # path -> (stat signature, digest)
-    for path in [target.path for target in targets] + other_paths:
-        state = _file_state(path, known.get(_key(path)))
-        if state is not None:
-            current[_key(path)] = state
+class _CachedRun:
+    def __init__(self, run: _Run, result: LintResult, targets: list[Target],
+                 files: ProjectFiles, cache: FindingsCache):
+        self.run = run
+        self.result = result
+        self.targets = targets
+        self.root = files.root
+        self.max_size = files.max_size
+        self.cache = cache
+        self.other_paths = sorted(files.pending)
+        # Every change the database records up to this generation is known to this run.
+        self.seen_generation = cache.generation()
+        self.known = cache.file_states()
+        self.current: dict[str, FileState] = {}
+        for path in [target.path for target in targets] + self.other_paths:
+            state = self._file_state(path)
+            if state is not None:
+                self.current[_key(path)] = state
+        self.entries = cache.entries(_key(target.path) for target in targets)
+        self.held = {key: entry for key, entry in self.entries.items() if self._holds(key, entry)}
+        self.saved: dict[str, Entry] = {}
+        # Files whose code is analysed with every batch, since they may reach a held
+        # entry: those changed since the oldest held entry was made, then each batch's.
+        oldest = min((entry.generation for entry in self.held.values()), default=None)
+        self.context = self._changed_since(oldest) if oldest is not None else set()
 
-    entries = cache.entries(_key(target.path) for target in targets)
-    held = {key: entry for key, entry in entries.items() if _holds(entry, key, current)}
-    pending = [target for target in targets if _key(target.path) not in held]
-    saved: dict[str, Entry] = {}
-    for _ in range(_MAX_ROUNDS):
-        if not pending:
-            break
-        pending = _check_batch(run, result, pending, targets, other_paths, files.root,
-                               current, held, saved)
-    if pending:  # still growing: check every remaining file at once
-        for target in pending:
-            held.pop(_key(target.path), None)
-        _check_batch(run, result, pending, targets, other_paths, files.root, current, {},
-                     saved)
+    def _changed_since(self, generation: int) -> set[str]:
+        return {path for path, state in self.current.items()
+                if state.generation is None or state.generation > generation}
 
-    for target in targets:
-        entry = held.get(_key(target.path))
-        if entry is not None:
-            _report_entry(result, target, entry)
-    cache.save({path: state for path, state in current.items() if known.get(path) != state},
-               saved)
-
-
-def _file_state(path: Path, known: tuple[str, str] | None) -> tuple[str, str] | None:
-    """(stat signature, digest) of a file, re-read only when its stat changed."""
-    try:
-        signature = stat_signature(os.stat(path))
-    except OSError:
-        return None
-    if known is not None and known[0] == signature:
-        return known
-    try:
-        return signature, digest(path.read_bytes())
-    except OSError:
-        return None
-
-
-def _holds(entry: Entry, key: str, current: dict[str, tuple[str, str]]) -> bool:
-    recorded = dict(entry.depends)
-    if recorded.get(key) != entry.digest or key not in current:
-        return False
-    return all(path in current and current[path][1] == file_digest
-               for path, file_digest in recorded.items())
-
-
-def _check_batch(run: _Run, result: LintResult, batch: list[Target], targets: list[Target],
-                 other_paths: list[Path], root: Path, current: dict[str, tuple[str, str]],
-                 held: dict[str, Entry], saved: dict[str, Entry]) -> list[Target]:
-    """Check `batch`; record its entries; return the held targets it shows were reached
-    by a change (to check next)."""
-    batch_keys = {_key(target.path) for target in batch}
-    others = other_paths + [target.path for target in targets
-                            if _key(target.path) not in batch_keys]
-    part = type(result)()
-    checked = run.check(part, batch, None, ProjectFiles(others, root))
-    result.findings.extend(part.findings)
-    result.errors.extend(part.errors)
-    result.sources.update(part.sources)
-    result.files_checked += part.files_checked
-    result.checked_paths.extend(part.checked_paths)
-
-    project = run.project
-    modules = project.modules if project is not None else []
-    keys = [_key(module.path) for module in modules]
-    depends = depends_on(modules, project.reads) if project is not None else []
-    depends_of = {keys[index]: [keys[j] for j in range(len(keys)) if bits >> j & 1]
-                  for index, bits in enumerate(depends)}
-
-    by_path: dict[str, list] = {}
-    for finding in part.findings:
-        by_path.setdefault(finding.path, []).append(finding)
-    problems_by_path: dict[str, list] = {}
-    for error in part.errors:
-        problems_by_path.setdefault(error.display_path, []).append(
-            (error.problem, error.line, error.column))
-    loaded = {_key(loaded.source.path) for loaded in checked}
-    for target in batch:
-        key = _key(target.path)
-        if key not in current:
-            continue  # gone or unreadable: reported as such, nothing to keep
-        paths = depends_of.get(key, [key]) if key in loaded else [key]
-        recorded = tuple((path, current[path][1]) for path in paths if path in current)
-        if len(recorded) < len(paths):
-            continue  # depends on a file that could not be read: check it next time too
-        saved[key] = Entry(current[key][1], recorded,
-                           tuple(by_path.get(target.display_path, ())),
-                           tuple(problems_by_path.get(target.display_path, ())),
-                           key in loaded)
-
-    reached = []
-    for target in targets:
-        key = _key(target.path)
-        entry = held.get(key)
-        if entry is None or key not in depends_of:
-            continue
-        recorded = dict(entry.depends)
-        if any(path not in recorded for path in depends_of[key]):
-            held.pop(key)
-            reached.append(target)
-    return reached
-
-
-def _report_entry(result: LintResult, target: Target, entry: Entry) -> None:
-    shown = target.display_path
-    result.files_checked += entry.parsed
-    result.checked_paths.append(target.path)
-    for finding in entry.findings:
-        result.findings.append(type(finding)(shown, finding.location, finding.code,
-                                             finding.name, finding.message,
-                                             finding.severity, finding.fix,
-                                             finding.fingerprint))
-    for problem, line, column in entry.problems:
-        result.errors.append(InputError(shown, problem, line, column))
-    if entry.findings:
-        # The report shows paths and lines of the files with findings.
+    def _file_state(self, path: Path) -> FileState | None:
+        """The file as it is now (re-read only when its stat changed); None for what
+        cannot be read (reported when checked, left out when read for context)."""
         try:
-            result.sources[shown] = SourceFile.read(target.path, shown)
+            signature = stat_signature(os.stat(path))
+        except OSError:
+            return None
+        known = self.known.get(_key(path))
+        if known is not None and known.signature == signature:
+            return known
+        try:
+            now = digest(read_regular_file(path, str(path), self.max_size))
         except InputError:
-            pass
+            return None
+        unchanged = known is not None and known.digest == now
+        return FileState(signature, now, known.generation if unchanged else None)
+
+    def _holds(self, key: str, entry: Entry) -> bool:
+        recorded = dict(entry.depends)
+        if key not in self.current or recorded.get(key) != entry.digest:
+            return False
+        return all(path in self.current and self.current[path].digest == file_digest
+                   for path, file_digest in recorded.items())
+
+    def check(self) -> None:
+        pending = [t for t in self.targets if _key(t.path) not in self.held]
+        rounds = 0
+        # A batch with no files still runs when changed files may reach held ones.
+        while pending or (rounds == 0 and self.context and self.held):
+            rounds += 1
+            if rounds > _MAX_ROUNDS:  # still growing: check every remaining file
+                pending += [t for t in self.targets if _key(t.path) in self.held]
+                self.held.clear()
+            pending = self._check_batch(pending)
+        confirmed = sorted(self.held)
+        for target in self.targets:
+            entry = self.held.get(_key(target.path))
+            if entry is not None:
+                self._report(target, entry)
+        changed = {path: state for path, state in self.current.items()
+                   if self.known.get(path) != state}
+        self.cache.save(changed, self.saved, confirmed, self.seen_generation)
+
+    def _check_batch(self, batch: list[Target]) -> list[Target]:
+        """Check `batch`; record its entries; return the held targets it shows were
+        reached by a change (to check next)."""
+        batch_keys = {_key(target.path) for target in batch}
+        others = self.other_paths + [target.path for target in self.targets
+                                     if _key(target.path) not in batch_keys]
+        files = ProjectFiles(others, self.max_size, self.root)
+        context = set(self.context)
+
+        def reaching(checked: list[ModuleIndex]) -> list[ModuleIndex]:
+            """The files whose code may reach the batch: those its findings depended on
+            last time, the files changed since; for a file never checked, the files
+            that name its classes and functions."""
+            recorded, unknown = set(context), []
+            for module in checked:
+                entry = self.entries.get(_key(module.path))
+                if entry is None:
+                    unknown.append(module)
+                else:
+                    recorded.update(path for path, _ in entry.depends)
+                    recorded |= self._changed_since(entry.generation)
+            paths = sorted((p for p in others if _key(p) in recorded), key=_key)
+            return files.read_paths(paths) + files.dependents(unknown)
+
+        part = type(self.result)()
+        checked = self.run.check(part, batch, None, files, reaching)
+        self.context |= batch_keys
+        result = self.result
+        result.findings.extend(part.findings)
+        result.errors.extend(part.errors)
+        result.sources.update(part.sources)
+        result.files_checked += part.files_checked
+        result.checked_paths.extend(part.checked_paths)
+
+        project = self.run.project
+        modules = project.modules if project is not None else []
+        keys = [_key(module.path) for module in modules]
+        depends = depends_on(modules, project.reads, project.symbol_reads) \
+            if project is not None else []
+        depends_of = {keys[index]: [keys[j] for j in range(len(keys)) if bits >> j & 1]
+                      for index, bits in enumerate(depends)}
+        self._save_batch(batch, part, {_key(loaded.source.path) for loaded in checked},
+                         depends_of)
+
+        reached = []
+        for target in self.targets:
+            key = _key(target.path)
+            entry = self.held.get(key)
+            if entry is None or key not in depends_of:
+                continue
+            recorded = dict(entry.depends)
+            if any(path not in recorded for path in depends_of[key]):
+                del self.held[key]
+                reached.append(target)
+        return reached
+
+    def _save_batch(self, batch: list[Target], part: LintResult, parsed: set[str],
+                    depends_of: dict[str, list[str]]) -> None:
+        findings: dict[str, list] = {}
+        for finding in part.findings:
+            findings.setdefault(finding.path, []).append(finding)
+        problems: dict[str, list] = {}
+        for error in part.errors:
+            problems.setdefault(error.display_path, []).append(
+                (error.problem, error.line, error.column))
+        for target in batch:
+            key = _key(target.path)
+            if key not in self.current:
+                continue  # gone or unreadable: reported as such, nothing to keep
+            paths = depends_of.get(key, [key]) if key in parsed else [key]
+            recorded = tuple((path, self.current[path].digest) for path in paths
+                             if path in self.current)
+            if len(recorded) < len(paths):
+                continue  # depends on a file that could not be read: check it next time
+            self.saved[key] = Entry(self.current[key].digest, recorded,
+                                    tuple(findings.get(target.display_path, ())),
+                                    tuple(problems.get(target.display_path, ())),
+                                    key in parsed)
+
+    def _report(self, target: Target, entry: Entry) -> None:
+        shown = target.display_path
+        result = self.result
+        result.files_checked += entry.parsed
+        result.checked_paths.append(target.path)
+        for finding in entry.findings:
+            result.findings.append(type(finding)(shown, finding.location, finding.code,
+                                                 finding.name, finding.message,
+                                                 finding.severity, finding.fix,
+                                                 finding.fingerprint))
+        for problem, line, column in entry.problems:
+            result.errors.append(InputError(shown, problem, line, column))
+        if entry.findings:
+            # The report shows paths and lines of the files with findings.
+            try:
+                result.sources[shown] = SourceFile.read(target.path, shown, self.max_size)
+            except InputError:
+                pass

@@ -15,6 +15,7 @@ from cslint import __version__
 from cslint.codes import CODES, validate_selector
 from cslint.config import Config, ConfigError, find_config_file, load_config_file, \
     parse_version
+from cslint.discovery import file_mode
 from cslint.output import FORMATS, STATISTICS_FORMATS
 from cslint.rule_pages import rules_markdown, rules_table
 
@@ -72,7 +73,7 @@ def resolve_config(paths: tuple[str, ...], config_path: str | None, no_config: b
         return load_config_file(Path(config_path))
     first = next((p for p in paths if p != "-"), ".")
     start = Path(first)
-    found = find_config_file(start if start.exists() else Path.cwd())
+    found = find_config_file(start if file_mode(start) is not None else Path.cwd())
     return load_config_file(found) if found else Config()
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from cslint.codes import validate_selector
+from cslint.discovery import is_folder, is_regular_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -20,6 +22,10 @@ class ConfigError(Exception):
 
 
 Version = tuple[int, ...]
+
+# Files larger than this are not read (generated tables, vendored blobs): they would
+# cost the run more than their findings are worth.
+DEFAULT_MAX_FILE_SIZE = 10_000_000
 
 
 def parse_version(text: str) -> Version:
@@ -51,6 +57,7 @@ class Config:
     traced_decorators: tuple[str, ...] = ()
     traced_functions: tuple[str, ...] = ()
     tensor_hyperparameters: tuple[str, ...] = ("lr",)
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes
     # `exclude` applies to files named on the command line too (--force-exclude), as it
     # does to the files of a folder walk: a hook that passes every staged file then
     # reports what a run over the whole tree reports.
@@ -108,6 +115,25 @@ def _identifiers(key: str, value: Any, where: str) -> tuple[str, ...]:
     return names
 
 
+_SIZE = re.compile(r"(\d+)\s*(KB|MB|GB)?", re.IGNORECASE)
+_SIZE_UNITS = {None: 1, "KB": 10**3, "MB": 10**6, "GB": 10**9}
+
+
+def _byte_size(key: str, value: Any, where: str) -> int:
+    """A number of bytes, or a string in decimal units: "512KB", "10MB" (1 MB = 10**6)."""
+    match = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif match:
+        size = int(match[1]) * _SIZE_UNITS[match[2] and match[2].upper()]
+    else:
+        raise ConfigError(f"{where}: `{key}` must be a number of bytes or a size like "
+                          f"\"512KB\" or \"10MB\"")
+    if size <= 0:
+        raise ConfigError(f"{where}: `{key}` must be more than 0 bytes")
+    return size
+
+
 def _file_path(key: str, value: Any, where: str) -> Path:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{where}: `{key}` must be a file path (a string)")
@@ -129,6 +155,7 @@ _KEYS = {
     "tensor-hyperparameters": ("tensor_hyperparameters", _string_list),
     "baseline": ("baseline", _file_path),
     "cache-dir": ("cache_dir", _file_path),
+    "max-file-size": ("max_file_size", _byte_size),
 }
 
 
@@ -165,10 +192,10 @@ def find_config_file(start: Path) -> Path | None:
     """The nearest pyproject.toml with a [tool.cslint] table, at or above `start`."""
     # Absolute: the parents of a relative `.` are none, so a run inside a subfolder of
     # the project would miss its pyproject.toml.
-    folder = (start if start.is_dir() else start.parent).absolute()
+    folder = (start if is_folder(start) else start.parent).absolute()
     for candidate in (folder, *folder.parents):
         pyproject = candidate / "pyproject.toml"
-        if pyproject.is_file():
+        if is_regular_file(pyproject):
             try:
                 if "[tool.cslint" in pyproject.read_text(encoding="utf-8", errors="replace"):
                     return pyproject
@@ -186,4 +213,4 @@ def parse_test_options(line: str) -> dict[str, Any]:
     return options
 
 
-_LIST_KEYS = {k for k, (_, v) in _KEYS.items() if v not in (_version, _file_path)}
+_LIST_KEYS = {k for k, (_, v) in _KEYS.items() if v not in (_version, _file_path, _byte_size)}

@@ -1,16 +1,16 @@
 """Which files a file's findings depend on, from what the run's name resolution read.
 
-The project index records, for each module, the modules its names resolved into (its
-bases, its callees, the re-exports on the way: `ProjectIndex.reads`). A module E whose
-analysis reads module M may put facts into M (its traced code calls M's functions) and
-takes facts from M (its bases, its callees' results). So the findings of a file A depend
-on everything any module reaching A reads, A included:
+The project index records, for each module, the modules its names resolved through
+(`ProjectIndex.reads`: the re-exports on the way, the modules defining what was found)
+and, among them, those defining the class or function found (`symbol_reads`). A module E
+depends on every module it reads, transitively: reach(E). A module M defining a class or
+function that E uses may also take facts from E (E's traced code calls M's functions, E
+subclasses M's class): M's findings depend on all E depends on. So
 
-    depends(A) = union of reach(E) over every E with A in reach(E)
+    depends(A) = reach(A) | depends(E) for every E that uses a class or function of A
 
-where reach(E) is E and all it reads, transitively. A module read through no name
-(`reads[None]`: the official API's own bases, found in the project when it is torch or
-cerebras.pytorch itself) is read by every module.
+A module read through no name (`reads[None]`: the official API's own bases, found in
+the project when it is torch or cerebras.pytorch itself) is read by every module.
 
 Sets are Python integers used as bit sets over the modules' positions: the whole of
 torch (2,300 modules) takes milliseconds.
@@ -24,34 +24,49 @@ from cslint.semantic.module_index import ModuleIndex
 
 
 def depends_on(modules: Sequence[ModuleIndex],
-               reads: dict[int | None, dict[int, ModuleIndex]]) -> list[int]:
+               reads: dict[int | None, dict[int, ModuleIndex]],
+               symbol_reads: dict[int | None, dict[int, ModuleIndex]]) -> list[int]:
     """For each of `modules`, the bit set (over positions in `modules`) of the modules its
     findings depend on. Reads of modules not in `modules` are left out."""
     position = {id(module): index for index, module in enumerate(modules)}
-    read_by_all = {position[key] for key in reads.get(None, {}) if key in position}
-    edges: list[list[int]] = [
-        sorted(({position[key] for key in reads.get(id(module), {}) if key in position}
-                | read_by_all) - {index})
-        for index, module in enumerate(modules)]
+
+    def graph(edges_by_origin: dict[int | None, dict[int, ModuleIndex]]) -> list[list[int]]:
+        read_by_all = {position[key] for key in edges_by_origin.get(None, {})
+                       if key in position}
+        return [sorted(({position[key] for key in edges_by_origin.get(id(module), {})
+                         if key in position} | read_by_all) - {index})
+                for index, module in enumerate(modules)]
+
+    # reach: over every read, each component after the components it reaches.
+    edges = graph(reads)
     components, component_of = _strongly_connected(edges)
-    # Tarjan's algorithm lists each component after every component it reaches.
-    reach: list[int] = [0] * len(components)
+    reach_of: list[int] = [0] * len(components)
     for number, members in enumerate(components):
         bits = 0
         for member in members:
             bits |= 1 << member
             for target in edges[member]:
                 if component_of[target] != number:
-                    bits |= reach[component_of[target]]
-        reach[number] = bits
-    # depends(C) = reach(C) | depends(every component that reads C): from the readers down.
-    depends = list(reach)
+                    bits |= reach_of[component_of[target]]
+        reach_of[number] = bits
+    reach = [reach_of[component_of[index]] for index in range(len(modules))]
+
+    # depends: from the users down to what they use, over the symbol reads.
+    uses = graph(symbol_reads)
+    components, component_of = _strongly_connected(uses)
+    depends_of: list[int] = []
+    for members in components:
+        bits = 0
+        for member in members:
+            bits |= reach[member]
+        depends_of.append(bits)
     for number in range(len(components) - 1, -1, -1):
         for member in components[number]:
-            for target in edges[member]:
+            for target in uses[member]:
                 if component_of[target] != number:
-                    depends[component_of[target]] |= depends[number]
-    return [depends[component_of[index]] for index in range(len(modules))]
+                    depends_of[component_of[target]] |= depends_of[number]
+    return [depends_of[component_of[index]] for index in range(len(modules))]
+
 
 def _strongly_connected(edges: list[list[int]]) -> tuple[list[list[int]], list[int]]:
     """Tarjan's strongly connected components, iteratively (a chain of thousands of

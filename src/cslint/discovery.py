@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 PYTHON_SUFFIXES = (".py", ".pyi")
@@ -18,6 +20,47 @@ SKIPPED_DIRECTORIES = frozenset({
 INSTALL_DIRECTORIES = frozenset({"site-packages", "dist-packages"})
 
 
+def file_mode(path: Path) -> int | None:
+    """The mode of what `path` leads to (symlinks followed); None when nothing can be
+    reached there: missing, a dangling or looping symlink, a path over PATH_MAX, a
+    folder that may not be searched. (`Path.is_file` and `is_dir` raise on the last
+    two.)"""
+    try:
+        return os.stat(path).st_mode
+    except (OSError, ValueError):  # ValueError: a NUL byte in the path
+        return None
+
+
+def is_regular_file(path: Path) -> bool:
+    mode = file_mode(path)
+    return mode is not None and stat.S_ISREG(mode)
+
+
+def is_folder(path: Path) -> bool:
+    mode = file_mode(path)
+    return mode is not None and stat.S_ISDIR(mode)
+
+
+def resolved(path: Path) -> Path:
+    """`path` absolute with its symlinks and `..` resolved, as far as they lead.
+    (`Path.resolve` raises RuntimeError on a symlink loop before Python 3.13.)"""
+    return Path(os.path.realpath(path))
+
+
+@lru_cache(maxsize=4096)
+def is_package_folder(folder: Path) -> bool:
+    return is_regular_file(folder / "__init__.py") or is_regular_file(folder / "__init__.pyi")
+
+
+def package_top(folder: Path) -> Path:
+    """The topmost folder of the package chain (folders holding `__init__.py`) that
+    `folder` lies in; `folder` itself when it is no package or its parent is none."""
+    while is_package_folder(folder) and folder.parent != folder \
+            and is_package_folder(folder.parent):
+        folder = folder.parent
+    return folder
+
+
 @dataclass(frozen=True)
 class Target:
     path: Path
@@ -29,16 +72,15 @@ class ExcludeMatcher:
 
     def __init__(self, globs: tuple[str, ...], base_dir: Path | None):
         self.globs = globs
-        self.base_dir = base_dir.resolve() if base_dir else None
+        self.base_dir = resolved(base_dir) if base_dir else None
 
     def excludes(self, path: Path) -> bool:
         if not self.globs:
             return False
         candidates = [path.name]
-        resolved = path.resolve()
         if self.base_dir is not None:
             try:
-                relative = resolved.relative_to(self.base_dir).as_posix()
+                relative = resolved(path).relative_to(self.base_dir).as_posix()
             except ValueError:
                 relative = None
             if relative is not None:
@@ -53,7 +95,7 @@ class ExcludeMatcher:
 
 
 def is_virtualenv(directory: Path) -> bool:
-    return (directory / "pyvenv.cfg").is_file()
+    return is_regular_file(directory / "pyvenv.cfg")
 
 
 def walk_python_files(root: Path, exclude: ExcludeMatcher) -> list[Path]:
@@ -83,21 +125,23 @@ def display_path(path: Path, given: str) -> str:
 def project_path(path: Path, root: Path | None) -> str:
     """`path` as a path in the project: relative to its root (resolved, as
     `find_project_root` gives it) with `/` separators; absolute outside the project."""
-    resolved = path.resolve()
+    real = resolved(path)
     if root is not None:
         try:
-            return resolved.relative_to(root).as_posix()
+            return real.relative_to(root).as_posix()
         except ValueError:
             pass
-    return resolved.as_posix()
+    return real.as_posix()
 
 
 def find_project_root(paths: list[Path]) -> Path:
     """The folder holding the nearest pyproject.toml or .git above the first path;
-    without one, the common folder of the paths given."""
-    first = paths[0].resolve()
-    start = first if first.is_dir() else first.parent
-    too_wide = {Path(start.anchor), Path.home().resolve()}
+    without one, the common folder of the paths given, each widened to the top of the
+    package it lies in: a file checked alone then gets the context that a run over its
+    package gives it (the files that import it and those it imports)."""
+    first = resolved(paths[0])
+    start = first if is_folder(first) else first.parent
+    too_wide = {Path(start.anchor), resolved(Path.home())}
     for candidate in (start, *start.parents):
         if candidate in too_wide:
             break
@@ -105,7 +149,8 @@ def find_project_root(paths: list[Path]) -> Path:
             return candidate  # the install folder itself: its packages are the project
         if candidate.parent.name in INSTALL_DIRECTORIES:
             return candidate  # an installed package: its top-level folder is the project
-        if (candidate / "pyproject.toml").is_file() or (candidate / ".git").exists():
+        if is_regular_file(candidate / "pyproject.toml") \
+                or file_mode(candidate / ".git") is not None:
             return candidate
-    folders = [p.resolve() if p.is_dir() else p.resolve().parent for p in paths]
+    folders = [package_top(p if is_folder(p) else p.parent) for p in map(resolved, paths)]
     return Path(os.path.commonpath([str(f) for f in folders]))

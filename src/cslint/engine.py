@@ -6,8 +6,10 @@ paths -> files -> SourceFile -> ast -> ModuleIndex -> ProjectIndex -> rules -> f
 from __future__ import annotations
 
 import gc
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from cslint.codes import selected_by_any
 from cslint.config import Config
@@ -18,9 +20,11 @@ from cslint.fingerprints import with_fingerprints
 from cslint.project_files import LoadedFile, ProjectFiles, load_file, project_files_for
 from cslint.rules import ModuleContext, Rule, select_rules
 from cslint.semantic.analyses import Analyses
+from cslint.semantic.module_index import ModuleIndex
 from cslint.semantic.official import load_official_api
 from cslint.semantic.project import ProjectIndex
-from cslint.source import TOO_DEEP, InputError, SourceFile, internal_error
+from cslint.source import TOO_DEEP, InputError, SourceFile, internal_error, stat_mode, \
+    too_big
 from cslint.suppressions import per_file_ignored_codes, scan_suppressions
 
 STDIN = "-"
@@ -56,25 +60,30 @@ class LintResult:
 
 def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResult,
                     force_exclude: bool = False) -> list[Target]:
+    """The files to check: those named, and the Python files of the folders named.
+    A named path that leads nowhere (missing, a broken or looping symlink) is reported
+    here; a file that cannot be read (a FIFO, a device, unreadable), when it is read."""
     targets: list[Target] = []
     for given in paths:
         if given == STDIN:
             continue
         path = Path(given)
-        if path.is_dir():
+        shown = display_path(path, given)
+        try:
+            mode = stat_mode(path, shown)
+        except InputError as error:
+            result.errors.append(error)
+            continue
+        if stat.S_ISDIR(mode):
             found = walk_python_files(path, exclude)
             if not found:
                 result.notices.append(f"{given}: no Python files to check")
             for file in found:
-                shown = display_path(file, str(Path(given) / file.relative_to(path)))
+                shown = display_path(file, str(path / file.relative_to(path)))
                 targets.append(Target(file, shown))
-        elif path.exists():
-            # A file named explicitly is checked even when excluded, unless forced out.
-            if force_exclude and exclude.excludes(path):
-                continue
-            targets.append(Target(path, display_path(path, given)))
-        else:
-            result.errors.append(InputError(display_path(path, given), "no such file or directory"))
+        # A file named explicitly is checked even when excluded, unless forced out.
+        elif not (force_exclude and exclude.excludes(path)):
+            targets.append(Target(path, shown))
     return targets
 
 
@@ -122,7 +131,7 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
     result = LintResult()
     exclude = ExcludeMatcher(config.exclude, config.base_dir)
     targets = collect_targets(paths, exclude, result, config.force_exclude)
-    files = project_files_for(targets, stdin, exclude, project_root)
+    files = project_files_for(targets, stdin, exclude, project_root, config.max_file_size)
     rules = select_rules(config)
     result.rules = rules
     result.project_root = files.root
@@ -151,28 +160,35 @@ class _Run:
     project: ProjectIndex | None = None
 
     def check(self, result: LintResult, targets: list[Target],
-              stdin: tuple[str, bytes] | None, files: ProjectFiles) -> list[LoadedFile]:
+              stdin: tuple[str, bytes] | None, files: ProjectFiles,
+              context: Callable[[list[ModuleIndex]], list[ModuleIndex]] | None = None
+              ) -> list[LoadedFile]:
         """Check `targets` (and stdin) into `result`, the project's other files read as
-        they are needed; the files checked, as loaded."""
+        they are needed; the files checked, as loaded. `context` gives the other files
+        whose code may reach the checked ones (default: `ProjectFiles.dependents`)."""
+        max_size = self.config.max_file_size
         checked: list[LoadedFile] = []
         for target in targets:
             result.checked_paths.append(target.path)
             try:
-                checked.append(load_file(target.path, target.display_path))
+                checked.append(load_file(target.path, target.display_path, max_size))
             except InputError as err:
                 result.errors.append(err)
         if stdin is not None:
             name, raw = stdin
             result.checked_paths.append(Path(name).absolute())
             try:
-                checked.append(load_file(Path(name).absolute(), name, raw))
+                if len(raw) > max_size:  # as the same code in a file would be
+                    raise too_big(name, len(raw), max_size)
+                checked.append(load_file(Path(name).absolute(), name, max_size, raw))
             except InputError as err:
                 result.errors.append(err)
         # The analyses find facts in the order they meet the files: one canonical order
         # makes the output the same for any order of the same paths.
         checked.sort(key=lambda loaded: str(loaded.source.path.absolute()))
         checked_modules = [c.module for c in checked]
-        project = ProjectIndex(checked_modules + files.dependents(checked_modules),
+        reaching = (context or files.dependents)(checked_modules)
+        project = ProjectIndex(checked_modules + reaching,
                                load_official_api(), self.config, loader=files)
         self.project = project
         _freeze_trees(self.collecting)

@@ -25,6 +25,7 @@ from typing import Iterator
 
 from cslint import __version__
 from cslint.config import Config, find_config_file, load_config_file
+from cslint.discovery import file_mode
 from cslint.engine import lint
 
 
@@ -66,7 +67,7 @@ def _config_for(filename: str) -> Config:
     flake8 stops and names the file, the key and the problem (cslint check exits 2), rather
     than passing code it checked without the configuration."""
     path = Path(filename)
-    found = find_config_file(path if path.exists() else Path.cwd())
+    found = find_config_file(path if file_mode(path) is not None else Path.cwd())
     return load_config_file(found) if found is not None else Config()
 
 

@@ -12,10 +12,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cslint.discovery import ExcludeMatcher, Target, find_project_root, walk_python_files
+from cslint.discovery import ExcludeMatcher, Target, find_project_root, resolved, \
+    walk_python_files
 from cslint.semantic.module_index import FunctionInfo, ModuleIndex, build_module_index, \
     module_name_for
-from cslint.source import TOO_DEEP, InputError, SourceFile
+from cslint.source import TOO_DEEP, InputError, SourceFile, read_regular_file
 
 
 @dataclass
@@ -26,10 +27,11 @@ class LoadedFile:
     module: ModuleIndex
 
 
-def load_file(path: Path, shown: str, raw: bytes | None = None) -> LoadedFile:
-    """Read, parse and index one file (InputError when it cannot be)."""
+def load_file(path: Path, shown: str, max_size: int, raw: bytes | None = None) -> LoadedFile:
+    """Read (unless given its bytes), parse and index one file (InputError when it cannot
+    be). Only a regular file of at most `max_size` bytes is read."""
     source = SourceFile.from_bytes(path, shown, raw) if raw is not None \
-        else SourceFile.read(path, shown)
+        else SourceFile.read(path, shown, max_size)
     tree = source.parse()
     try:
         module = build_module_index(tree, path, shown, source_lines=source.lines)
@@ -41,21 +43,30 @@ def load_file(path: Path, shown: str, raw: bytes | None = None) -> LoadedFile:
 class ProjectFiles:
     """The project's other Python files: read when a name resolves into them, or when
     they may depend on a checked file (so one changed file gets the findings a run over
-    the whole tree would give it)."""
+    the whole tree would give it).
 
-    def __init__(self, files: list[Path], root: Path | None = None):
+    A file that cannot be read (not a regular file, over `max_size` bytes, unreadable)
+    or parsed is left out silently: it is reported when it is itself checked."""
+
+    def __init__(self, files: list[Path], max_size: int, root: Path | None = None):
         self.root = root  # the project's folder (None without inputs)
+        self.max_size = max_size
         self.by_module: dict[str, list[Path]] = {}
         for path in files:
             self.by_module.setdefault(module_name_for(path)[0], []).append(path)
         self.pending = set(files)
 
-    def _read(self, path: Path) -> ModuleIndex | None:
+    def _read(self, path: Path, raw: bytes | None = None) -> ModuleIndex | None:
         self.pending.discard(path)
         try:
-            return load_file(path, str(path)).module
+            return load_file(path, str(path), self.max_size, raw).module
         except InputError:
-            return None  # a broken file elsewhere is reported when it is itself checked
+            return None
+
+    def read_paths(self, paths: list[Path]) -> list[ModuleIndex]:
+        """These files, those not read yet, in the order given."""
+        return [m for m in map(self._read, [p for p in paths if p in self.pending])
+                if m is not None]
 
     def load_module(self, name: str) -> list[ModuleIndex]:
         paths = [p for p in self.by_module.get(name, ()) if p in self.pending]
@@ -76,14 +87,14 @@ class ProjectFiles:
             new_names = set()
             for path in sorted(self.pending):
                 try:
-                    text = path.read_bytes()
-                except OSError:
+                    text = read_regular_file(path, str(path), self.max_size)
+                except InputError:
                     self.pending.discard(path)
                     continue
                 # Substring search first (fast); the word-boundary regex confirms.
                 if not any(word in text for word in words) or not pattern.search(text):
                     continue
-                module = self._read(path)
+                module = self._read(path, text)
                 if module is None:
                     continue
                 found.append(module)
@@ -108,18 +119,18 @@ def _leading_to(module: ModuleIndex, names: set[str], any_name: re.Pattern[str])
 
 
 def project_files_for(targets: list[Target], stdin, exclude: ExcludeMatcher,
-                   root: Path | None) -> ProjectFiles:
+                      root: Path | None, max_size: int) -> ProjectFiles:
     anchors = [t.path for t in targets]
     if stdin is not None:
         anchors.append(Path(stdin[0]).absolute())
     if not anchors:
-        return ProjectFiles([])
+        return ProjectFiles([], max_size)
     root = root or find_project_root(anchors)
     # Most walked files are checked files named the same way; resolving (symlinks, `..`)
     # is needed only for the others.
     absolute = {a.absolute() for a in anchors}
     others = [p for p in walk_python_files(root, exclude) if p.absolute() not in absolute]
     if others:
-        resolved = {a.resolve() for a in anchors}
-        others = [p for p in others if p.resolve() not in resolved]
-    return ProjectFiles(others, root.resolve())
+        real_anchors = {resolved(a) for a in anchors}
+        others = [p for p in others if resolved(p) not in real_anchors]
+    return ProjectFiles(others, max_size, resolved(root))

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import ast
 import io
+import os
 import re
+import stat
 import tokenize
 import warnings
 from dataclasses import dataclass, field
@@ -33,6 +35,87 @@ class InputError(Exception):
 
     def render(self) -> str:
         return str(self.as_problem())
+
+
+def unreadable(display_path: str, path: Path, error: OSError) -> InputError:
+    """The problem an operating-system error makes of a file to read."""
+    if isinstance(error, FileNotFoundError):
+        problem = "broken symbolic link" if os.path.islink(path) else "no such file or directory"
+    elif isinstance(error, IsADirectoryError):
+        problem = "is a directory"
+    else:
+        problem = f"cannot read: {error.strerror or error}"
+    return InputError(display_path, problem)
+
+
+def stat_mode(path: Path, display_path: str) -> int:
+    """The mode of what `path` leads to (symlinks followed); InputError when nothing can
+    be reached there."""
+    try:
+        return os.stat(path).st_mode
+    except OSError as error:
+        raise unreadable(display_path, path, error) from None
+    except ValueError:  # a NUL byte in the path
+        raise InputError(display_path, "no such file or directory") from None
+
+
+_FILE_KINDS = ((stat.S_ISFIFO, " (a FIFO)"), (stat.S_ISCHR, " (a character device)"),
+               (stat.S_ISBLK, " (a block device)"), (stat.S_ISSOCK, " (a socket)"))
+
+
+def _not_regular(display_path: str, mode: int) -> InputError:
+    if stat.S_ISDIR(mode):
+        return InputError(display_path, "is a directory")
+    kind = next((name for is_kind, name in _FILE_KINDS if is_kind(mode)), "")
+    return InputError(display_path, f"not a regular file{kind}")
+
+
+def file_size_text(size: int) -> str:
+    """Bytes in decimal units, as `max-file-size` accepts them: 20.0 MB, 512.0 KB."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
+
+
+def too_big(display_path: str, size: int, max_size: int) -> InputError:
+    return InputError(display_path, f"{file_size_text(size)} is over max-file-size "
+                                    f"({file_size_text(max_size)}); skipped")
+
+
+# Opening never waits (a FIFO that replaced the file since it was looked at opens at
+# once); Windows needs binary mode asked for, or its reads turn \r\n into \n.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) \
+    | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_regular_file(path: Path, display_path: str, max_size: int) -> bytes:
+    """The bytes of `path` when it leads to a regular file of at most `max_size` bytes;
+    else InputError. Nothing else is opened: a FIFO would block the run for ever, a
+    device such as /dev/zero never ends, and opening some devices acts on them."""
+    mode = stat_mode(path, display_path)
+    if not stat.S_ISREG(mode):
+        raise _not_regular(display_path, mode)
+    try:
+        descriptor = os.open(path, _OPEN_FLAGS)
+    except OSError as error:
+        raise unreadable(display_path, path, error) from None
+    try:
+        # What was opened, which may no longer be what was looked at.
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_regular(display_path, info.st_mode)
+        if info.st_size > max_size:
+            raise too_big(display_path, info.st_size, max_size)
+        with os.fdopen(descriptor, "rb", closefd=False) as stream:
+            raw = stream.read(max_size + 1)  # bounded, should the file grow meanwhile
+    except OSError as error:
+        raise unreadable(display_path, path, error) from None
+    finally:
+        os.close(descriptor)
+    if len(raw) > max_size:
+        raise too_big(display_path, len(raw), max_size)
+    return raw
 
 
 # The problem line for input whose nesting exceeds Python's recursion limit.
@@ -88,16 +171,9 @@ class SourceFile:
         return cls(path, display_path, raw, text, encoding, python_lines(text))
 
     @classmethod
-    def read(cls, path: Path, display_path: str) -> "SourceFile":
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            raise InputError(display_path, "no such file or directory") from None
-        except IsADirectoryError:
-            raise InputError(display_path, "is a directory") from None
-        except OSError as err:
-            raise InputError(display_path, f"cannot read: {err.strerror or err}") from None
-        return cls.from_bytes(path, display_path, raw)
+    def read(cls, path: Path, display_path: str, max_size: int) -> "SourceFile":
+        return cls.from_bytes(path, display_path,
+                              read_regular_file(path, display_path, max_size))
 
     def parse(self) -> ast.Module:
         try:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from cslint.codes import selected_by_any
 from cslint.config import Config
+from cslint.discovery import resolved
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?",
                    re.IGNORECASE)
@@ -95,7 +96,7 @@ def per_file_ignored_codes(config: Config, path: Path) -> tuple[str, ...]:
     candidates = [path.name, path.as_posix()]
     if config.base_dir is not None:
         try:
-            candidates.append(path.resolve().relative_to(config.base_dir.resolve()).as_posix())
+            candidates.append(resolved(path).relative_to(resolved(config.base_dir)).as_posix())
         except ValueError:
             pass
     ignored: list[str] = []

@@ -15,6 +15,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Iterable
 
+from cslint.discovery import is_package_folder
 from cslint.semantic.torch_api import CSTORCH_PROGRAM_ROOTS
 
 def canonical(qualname: str) -> str:
@@ -22,11 +23,6 @@ def canonical(qualname: str) -> str:
     if qualname == "cslint.cstorch" or qualname.startswith("cslint.cstorch."):
         return "cerebras.pytorch" + qualname[len("cslint.cstorch"):]
     return qualname
-
-
-@lru_cache(maxsize=4096)
-def _is_package_dir(directory: Path) -> bool:
-    return (directory / "__init__.py").is_file() or (directory / "__init__.pyi").is_file()
 
 
 @lru_cache(maxsize=65536)
@@ -38,7 +34,7 @@ def module_name_for(path: Path) -> tuple[str, bool]:
     is_package = path.stem == "__init__"
     parts: list[str] = [] if is_package else [path.stem]
     folder = path.parent
-    while _is_package_dir(folder):
+    while is_package_folder(folder):
         parts.insert(0, folder.name)
         if folder.parent == folder:
             break

@@ -106,9 +106,12 @@ class ProjectIndex:
         self._method_tables: dict[tuple, tuple[dict[str, MethodLookup], MethodLookup | None]] = {}
         self._entry_methods: dict[tuple[int, Version | None], dict[str, MethodLookup]] = {}
         # What each module's names resolved into: by id of the module a name was written
-        # in (None: a name given whole), the modules whose indexes the resolution read.
-        # A cache of findings follows these edges to the files a file's findings depend on.
+        # in (None: a name given whole), the modules whose indexes the resolution read
+        # (`reads`), and among them those defining the class or function found
+        # (`symbol_reads`: code there may run under the reader's analysis). A cache of
+        # findings follows these edges to the files a file's findings depend on.
         self.reads: dict[int | None, dict[int, ModuleIndex]] = {}
+        self.symbol_reads: dict[int | None, dict[int, ModuleIndex]] = {}
 
     def _add(self, module: ModuleIndex) -> None:
         self.modules.append(module)
@@ -126,16 +129,21 @@ class ProjectIndex:
 
     # ---- names -------------------------------------------------------------
 
-    def _note_reads(self, origin: ModuleIndex | None, candidates: list) -> None:
-        read = self.reads.setdefault(id(origin) if origin is not None else None, {})
+    def _note_reads(self, origin: ModuleIndex | None, candidates: list,
+                    symbols: bool = False) -> None:
+        key = id(origin) if origin is not None else None
+        read = self.reads.setdefault(key, {})
+        defining = self.symbol_reads.setdefault(key, {}) if symbols else None
         for candidate in candidates:
             module = candidate if isinstance(candidate, ModuleIndex) else candidate.module
             read[id(module)] = module
+            if defining is not None:
+                defining[id(module)] = module
 
     def _pick(self, candidates: list, origin: ModuleIndex | None):
         """Several files may give one module name (scripts in different folders):
         prefer the one beside the importing file."""
-        self._note_reads(origin, candidates)
+        self._note_reads(origin, candidates, symbols=not isinstance(candidates[0], ModuleIndex))
         if len(candidates) > 1 and origin is not None:
             for candidate in candidates:
                 module = candidate if isinstance(candidate, ModuleIndex) else candidate.module
@@ -189,6 +197,7 @@ class ProjectIndex:
             if head in module.top_level_classes:
                 return None, module.top_level_classes[head] + suffix
             if head in module.functions and not rest:
+                self._note_reads(origin, [module], symbols=True)
                 return module.functions[head], None
             if head in module.imports:
                 return None, module.imports[head] + suffix
