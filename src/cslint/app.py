@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from cslint import __version__
 from cslint.baseline import Baseline, match_baseline
@@ -67,16 +67,20 @@ class ReportDetail:
 def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None = None,
         fix_mode: FixMode = FixMode.CHECK, unsafe_fixes: bool = False,
         detail: ReportDetail = ReportDetail(), baseline: Baseline | None = None,
-        cache: CacheOptions | None = None) -> RunResult:
+        cache: CacheOptions | None = None,
+        progress: Callable[[str, int, int], None] | None = None, jobs: int = 1
+        ) -> RunResult:
     """Lint `paths` (`-` stands for `stdin`: its display name and its bytes) under
     `config`, then fix as `fix_mode` asks: the safe fixes, the unsafe ones too when
     `unsafe_fixes`. The report carries what `detail` asks for, and leaves out the
     findings `baseline` records (`cslint.baseline.load_baseline`). A check (not a fix)
-    reuses the findings `cache` holds for files unchanged since an earlier run."""
+    reuses the findings `cache` holds for files unchanged since an earlier run; `progress`
+    is told how the first pass goes; `jobs` processes share its per-file checks."""
     # Fingerprints cost a walk of each file with findings: only for those who read them.
     fingerprints = detail.fingerprints or baseline is not None
     linted = lint(list(paths), config, stdin, fingerprints=fingerprints,
-                  cache=cache if fix_mode is FixMode.CHECK else None)
+                  cache=cache if fix_mode is FixMode.CHECK else None, progress=progress,
+                  jobs=jobs)
     if fix_mode is FixMode.CHECK:
         return RunResult(_report(linted, detail, baseline=baseline), tuple(linted.notices))
 

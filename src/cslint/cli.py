@@ -107,6 +107,9 @@ def resolve_config(paths: tuple[str, ...], config_path: str | None, no_config: b
               "(exit 1 when there is a diff).")
 @click.option("--baseline", "baseline_path", type=str, metavar="FILE", help="Report only the "
               "findings this baseline does not record (default: `baseline` in [tool.cslint]).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Processes to share the per-file checks (default: the CPUs; 1: no "
+              "other process).")
 @click.option("--no-cache", is_flag=True, help="Check every file again, and keep no findings "
               "cache.")
 @click.option("--cache-dir", type=str, metavar="DIR", help="The findings cache's folder "
@@ -116,11 +119,13 @@ def resolve_config(paths: tuple[str, ...], config_path: str | None, no_config: b
 def check(paths, select, ignore, extend_select, output_format, output_file, show_source,
           exit_zero, statistics, quiet, config_path, no_config, cstorch_version, stdin_filename,
           force_exclude=False, fix=False, unsafe_fixes=False, diff=False, baseline_path=None,
-          no_cache=False, cache_dir=None, write_baseline=None):
+          jobs=None, no_cache=False, cache_dir=None, write_baseline=None):
     """Check PATHS (files or folders; default `.`; `-` reads stdin)."""
     from cslint.app import STDIN, FixMode, ReportDetail, run
     from cslint.baseline import BaselineError, load_baseline
     from cslint.engine import CacheOptions
+    from cslint.parallel import default_jobs
+    from cslint.progress import terminal_progress
 
     if write_baseline is not None and (fix or diff):
         raise click.UsageError("--write-baseline records the findings as they are; run "
@@ -160,12 +165,18 @@ def check(paths, select, ignore, extend_select, output_format, output_file, show
         stdin = (stdin_filename or "<stdin>", sys.stdin.buffer.read())
     fix_mode = FixMode.DIFF if diff else FixMode.FIX if fix else FixMode.CHECK
     sarif = output_format == "sarif"  # the rule pages and the fixes as edits are SARIF's
-    result = run(paths, config, stdin=stdin, fix_mode=fix_mode, unsafe_fixes=unsafe_fixes,
-                 detail=ReportDetail(rule_pages=sarif, fix_edits=sarif,
-                                     fingerprints=output_format in ("sarif", "gitlab")),
-                 baseline=baseline,
-                 cache=None if no_cache else CacheOptions(
-                     Path(cache_dir) if cache_dir is not None else config.cache_dir))
+    progress = terminal_progress(quiet)
+    try:
+        result = run(paths, config, stdin=stdin, fix_mode=fix_mode, unsafe_fixes=unsafe_fixes,
+                     detail=ReportDetail(rule_pages=sarif, fix_edits=sarif,
+                                         fingerprints=output_format in ("sarif", "gitlab")),
+                     baseline=baseline,
+                     cache=None if no_cache else CacheOptions(
+                         Path(cache_dir) if cache_dir is not None else config.cache_dir),
+                     progress=progress, jobs=jobs or default_jobs())
+    finally:
+        if progress is not None:
+            progress.close()
     report = result.report
 
     for message in result.fix_messages:

@@ -28,6 +28,8 @@ from cslint.source import TOO_DEEP, InputError, SourceFile, internal_error, stat
 from cslint.suppressions import per_file_ignored_codes, scan_suppressions
 
 STDIN = "-"
+# Fewer files a worker than this, and forking costs more than it saves.
+_FILES_PER_WORKER = 16
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,9 @@ def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResul
 
 def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = None,
          project_root: Path | None = None, *, apply_noqa: bool = True,
-         fingerprints: bool = False, cache: CacheOptions | None = None) -> LintResult:
+         fingerprints: bool = False, cache: CacheOptions | None = None,
+         progress: Callable[[str, int, int], None] | None = None, jobs: int = 1
+         ) -> LintResult:
     """Check `paths` (and stdin, given as (display name, bytes)) under `config`.
     `project_root` overrides the folder searched for context (tests pin it).
     `apply_noqa=False` keeps the findings that `# noqa` comments suppress, for a caller
@@ -97,7 +101,9 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
     `fingerprints=True` gives each finding its fingerprint (`cslint.fingerprints`), for
     the callers that read it: SARIF, GitLab, a baseline.
     `cache` reuses the findings of files unchanged since an earlier run, and of what they
-    depend on (`cslint.cached_run`); stdin is never cached."""
+    depend on (`cslint.cached_run`); stdin is never cached. `progress` is told how the
+    run goes (`cslint.progress`). `jobs` > 1 shares the per-file checks among that many
+    processes (`cslint.parallel`); the output is the same for any number."""
     collecting = gc.isenabled()
     # Every syntax tree stays alive for the run, so the cyclic collector would rescan a
     # growing heap of AST nodes again and again while they are built (measured: it
@@ -108,7 +114,7 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
     gc.disable()
     try:
         return _lint(paths, config, stdin, project_root, collecting, apply_noqa, fingerprints,
-                     cache)
+                     cache, progress, jobs)
     finally:
         gc.unfreeze()
         gc.set_threshold(*thresholds)
@@ -127,7 +133,8 @@ def _freeze_trees(collecting: bool) -> None:
 
 def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
           project_root: Path | None, collecting: bool, apply_noqa: bool,
-          fingerprints: bool, cache: CacheOptions | None) -> LintResult:
+          fingerprints: bool, cache: CacheOptions | None,
+          progress: Callable[[str, int, int], None] | None, jobs: int) -> LintResult:
     result = LintResult()
     exclude = ExcludeMatcher(config.exclude, config.base_dir)
     targets = collect_targets(paths, exclude, result, config.force_exclude)
@@ -135,7 +142,8 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
     rules = select_rules(config)
     result.rules = rules
     result.project_root = files.root
-    run = _Run(config, rules, apply_noqa, fingerprints, collecting)
+    run = _Run(config, rules, apply_noqa, fingerprints, collecting, progress=progress,
+               jobs=jobs)
     if cache is None or stdin is not None or files.root is None:
         run.check(result, targets, stdin, files)
     else:
@@ -158,6 +166,10 @@ class _Run:
     collecting: bool
     # The project index of the last batch checked (what its name resolution read).
     project: ProjectIndex | None = None
+    # Told (what is being done, files done, files in all) as the run goes.
+    progress: Callable[[str, int, int], None] | None = None
+    # Processes the per-file checks may be shared among.
+    jobs: int = 1
 
     def check(self, result: LintResult, targets: list[Target],
               stdin: tuple[str, bytes] | None, files: ProjectFiles,
@@ -168,7 +180,9 @@ class _Run:
         whose code may reach the checked ones (default: `ProjectFiles.dependents`)."""
         max_size = self.config.max_file_size
         checked: list[LoadedFile] = []
-        for target in targets:
+        for done, target in enumerate(targets):
+            if self.progress is not None:
+                self.progress("reading", done, len(targets))
             result.checked_paths.append(target.path)
             try:
                 checked.append(load_file(target.path, target.display_path, max_size))
@@ -192,30 +206,58 @@ class _Run:
                                load_official_api(), self.config, loader=files)
         self.project = project
         _freeze_trees(self.collecting)
+        if self.progress is not None:
+            self.progress("analysing", 0, len(checked))
         analyses = Analyses(project, {analysis for rule in self.rules
                                       for analysis in rule.uses})
         for loaded in checked:
             result.files_checked += 1
             result.sources[loaded.source.display_path] = loaded.source
-            try:
-                findings = _check_module(loaded, project, self.config, self.rules, analyses,
-                                         self.apply_noqa)
-                if findings and not self.fingerprints:
-                    result.findings.extend(findings)
-                elif findings:
-                    result.findings.extend(with_fingerprints(
-                        findings, project_path(loaded.source.path, files.root),
-                        loaded.source.lines, loaded.module.tree))
-            except RecursionError:
-                result.errors.append(InputError(loaded.source.display_path, TOO_DEEP))
-            except Exception as error:  # a bug of ours must not stop the other files
-                result.errors.append(InputError(loaded.source.display_path,
-                                                internal_error(error)))
+        for loaded, (findings, problem) in zip(checked, self._check_all(checked, project,
+                                                                        analyses, files.root)):
+            result.findings.extend(findings)
+            if problem is not None:
+                result.errors.append(InputError(loaded.source.display_path, problem))
         checked_ids = {id(m) for m in checked_modules}
         for error in analyses.errors:
             if id(error.module) in checked_ids:
                 result.errors.append(InputError(error.module.display_path, error.problem))
         return checked
+
+
+    def _check_all(self, checked: list[LoadedFile], project: ProjectIndex, analyses: Analyses,
+                   root: Path | None) -> list[tuple[list[Finding], str | None]]:
+        """Each file's findings, or the problem that stopped its check: in worker
+        processes forked from this one when `jobs` allows and there is enough to share
+        (they inherit the project and its analyses as they are), else here."""
+        def check_one(index: int) -> tuple[list[Finding], str | None]:
+            loaded = checked[index]
+            try:
+                findings = _check_module(loaded, project, self.config, self.rules, analyses,
+                                         self.apply_noqa)
+                if findings and self.fingerprints:
+                    findings = with_fingerprints(
+                        findings, project_path(loaded.source.path, root),
+                        loaded.source.lines, loaded.module.tree)
+                return findings, None
+            except RecursionError:
+                return [], TOO_DEEP
+            except Exception as error:  # a bug of ours must not stop the other files
+                return [], internal_error(error)
+
+        def report(done: int) -> None:
+            if self.progress is not None:
+                self.progress("checking", done, len(checked))
+
+        if self.jobs > 1 and len(checked) >= _FILES_PER_WORKER * 2:
+            from cslint.parallel import map_in_workers
+
+            return map_in_workers(check_one, len(checked), self.jobs, report)
+        results = []
+        for index in range(len(checked)):
+            report(index)
+            results.append(check_one(index))
+        return results
 
 
 def _check_module(loaded: LoadedFile, project: ProjectIndex, config: Config, rules: list[Rule],
