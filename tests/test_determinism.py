@@ -45,3 +45,27 @@ def test_a_bad_jobs_value_is_a_usage_error(fixtures_project):
                             cwd=fixtures_project, capture_output=True, text=True)
     assert result.returncode == 2
     assert "--jobs" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_helper_shared_by_two_files_is_explained_the_same_for_any_order(tmp_path):
+    """Two optimizers in two files create state through one helper: the message names
+    the class the canonical order meets first, whatever order the paths come in."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "shared.py").write_text(
+        "import torch\n\n\ndef init_state(state, p):\n"
+        "    state['m'] = torch.zeros_like(p)\n")
+    for name in ("First", "Second"):
+        (tmp_path / f"{name.lower()}.py").write_text(
+            "import cerebras.pytorch as cstorch\nfrom shared import init_state\n\n\n"
+            f"class {name}(cstorch.optim.Optimizer):\n"
+            "    def preinitialize(self):\n        pass\n\n"
+            "    def step(self, closure=None):\n"
+            "        for group in self.param_groups:\n"
+            "            for p in group['params']:\n"
+            "                init_state(self.state[p], p)\n")
+    outputs = {check(tmp_path, "--no-cache", *order)
+               for order in (["first.py", "second.py", "shared.py"],
+                             ["second.py", "first.py", "shared.py"],
+                             ["shared.py", "second.py", "first.py"])}
+    assert len(outputs) == 1
+    assert b"First.step()" in outputs.pop()
