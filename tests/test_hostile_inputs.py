@@ -1,0 +1,101 @@
+"""Hostile inputs: each is one line naming the file (or ordinary findings, where the file
+is valid Python), the other files are still checked, and nothing hangs or crashes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+# A file with one finding on its line 10 (CS101: state created lazily in step()).
+LAZY_LINES = [
+    "import torch",
+    "import cerebras.pytorch as cstorch",
+    "class Lazy(cstorch.optim.Optimizer):",
+    "    def preinitialize(self):",
+    "        pass",
+    "    def step(self, closure=None):",
+    "        for group in self.param_groups:",
+    "            for p in group['params']:",
+    "                if not self.state[p]:",
+    "                    self.state[p]['m'] = torch.zeros_like(p)",
+]
+
+
+def lazy(newline: str = "\n", encoding: str = "utf-8", prefix: str = "") -> bytes:
+    return (prefix + newline.join(LAZY_LINES) + newline).encode(encoding)
+
+
+VALID = {
+    "bom_crlf.py": b"\xef\xbb\xbf" + lazy("\r\n"),
+    "cr_only.py": lazy("\r"),
+    "latin1.py": lazy(encoding="latin-1", prefix="# -*- coding: latin-1 -*-\n# caf\xe9\n"
+                      ).replace(b"import torch\n", b"import torch\n", 1),
+    "form_feed.py": lazy().replace(b"import torch\n", b"import torch\n\x0c\n", 1),
+    "tabs.py": lazy().replace(b"    ", b"\t"),
+    "caf\u00e9 \u00fcber.py": lazy(),
+    "with space.py": lazy(),
+}
+# The line of the finding in each valid file.
+FINDING_LINE = {"latin1.py": 12, "form_feed.py": 11}
+
+BROKEN = {
+    "binary.py": (bytes(range(256)) * 8, "not valid utf-8"),
+    "nul.py": (b"x = 1\n\x00\ny = 2\n", "null bytes"),
+    "invalid_utf8.py": (b"x = '\xff\xfe'\n", "not valid utf-8"),
+    "utf16.py": (b"\xff\xfe" + "x = 1\n".encode("utf-16-le"), "not valid utf-8"),
+    "deep.py": (b"x = " + b"(" * 5000 + b"1" + b")" * 5000 + b"\n", "too deeply nested"),
+}
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "good.py").write_bytes(lazy())
+    return tmp_path
+
+
+def run(project, *paths: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cslint", "check", "--no-config",
+                           "--no-cache", *paths], cwd=project, capture_output=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_valid_python_in_any_encoding_and_layout_is_checked(project, name):
+    (project / name).write_bytes(VALID[name])
+    result = run(project, name, "good.py")
+    out = result.stdout.decode()
+    assert result.returncode == 1, result.stderr
+    line = FINDING_LINE.get(name, 10)
+    assert f"{name}:{line}:" in out and "CS101" in out, out
+    assert "good.py:10:" in out and b"Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_broken_input_is_one_line_and_the_others_are_checked(project, name):
+    content, problem = BROKEN[name]
+    (project / name).write_bytes(content)
+    result = run(project, name, "good.py")
+    errors = result.stderr.decode().splitlines()
+    assert result.returncode == 2
+    assert len(errors) == 1 and errors[0].startswith(f"cslint: error: {name}")
+    assert problem in errors[0], errors
+    assert "good.py:10:" in result.stdout.decode()
+
+
+def test_a_folder_of_hostile_files_is_checked_in_one_run(project):
+    for name, content in VALID.items():
+        (project / name).write_bytes(content)
+    for name, (content, _) in BROKEN.items():
+        (project / name).write_bytes(content)
+    os.mkfifo(project / "fifo.py")
+    (project / "dangling.py").symlink_to(project / "missing.py")
+    result = run(project, ".")
+    errors = result.stderr.decode().splitlines()
+    assert result.returncode == 2
+    assert b"Traceback" not in result.stderr
+    assert len(errors) == len(BROKEN) + 2, errors
+    assert result.stdout.decode().count("CS101") == len(VALID) + 1
