@@ -5,6 +5,7 @@ paths -> files -> SourceFile -> ast -> ModuleIndex -> ProjectIndex -> rules -> f
 
 from __future__ import annotations
 
+import ast
 import gc
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,8 @@ class LintResult:
     files_checked: int = 0
     # The checked files as read, by display path: what fixes rewrite.
     sources: dict[str, SourceFile] = field(default_factory=dict)
+    # Their syntax trees, by display path (fixes locate calls in them).
+    trees: dict[str, ast.Module] = field(default_factory=dict)
     # The rules that ran.
     rules: list[Rule] = field(default_factory=list)
     # The project's folder, resolved (None without inputs): paths in the project are
@@ -69,13 +72,15 @@ def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResul
 
 def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = None,
          project_root: Path | None = None, *, apply_noqa: bool = True,
-         fingerprints: bool = False) -> LintResult:
+         fingerprints: bool = False, replaced: dict[str, bytes] | None = None) -> LintResult:
     """Check `paths` (and stdin, given as (display name, bytes)) under `config`.
     `project_root` overrides the folder searched for context (tests pin it).
     `apply_noqa=False` keeps the findings that `# noqa` comments suppress, for a caller
     that applies its own (flake8 does, and honours its --disable-noqa).
     `fingerprints=True` gives each finding its fingerprint (`cslint.fingerprints`), for
-    the callers that read it: SARIF, GitLab, a baseline."""
+    the callers that read it: SARIF, GitLab, a baseline.
+    `replaced` gives the content of checked files (by display path) in place of what is
+    on disk: the fixed code, checked again before (or without) writing it."""
     collecting = gc.isenabled()
     # Every syntax tree stays alive for the run, so the cyclic collector would rescan a
     # growing heap of AST nodes again and again while they are built (measured: it
@@ -85,7 +90,8 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
     thresholds = gc.get_threshold()
     gc.disable()
     try:
-        return _lint(paths, config, stdin, project_root, collecting, apply_noqa, fingerprints)
+        return _lint(paths, config, stdin, project_root, collecting, apply_noqa, fingerprints,
+                     replaced or {})
     finally:
         gc.unfreeze()
         gc.set_threshold(*thresholds)
@@ -104,7 +110,7 @@ def _freeze_trees(collecting: bool) -> None:
 
 def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
           project_root: Path | None, collecting: bool, apply_noqa: bool,
-          fingerprints: bool) -> LintResult:
+          fingerprints: bool, replaced: dict[str, bytes]) -> LintResult:
     result = LintResult()
     exclude = ExcludeMatcher(config.exclude, config.base_dir)
     targets = collect_targets(paths, exclude, result, config.force_exclude)
@@ -112,7 +118,8 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
     checked: list[LoadedFile] = []
     for target in targets:
         try:
-            checked.append(load_file(target.path, target.display_path))
+            checked.append(load_file(target.path, target.display_path,
+                                     replaced.get(target.display_path)))
         except InputError as err:
             result.errors.append(err)
     if stdin is not None:
@@ -134,6 +141,7 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
     for loaded in checked:
         result.files_checked += 1
         result.sources[loaded.source.display_path] = loaded.source
+        result.trees[loaded.source.display_path] = loaded.module.tree
         try:
             findings = _check_module(loaded, project, config, rules, analyses, apply_noqa)
             if findings and not fingerprints:
