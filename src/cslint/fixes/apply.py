@@ -185,6 +185,8 @@ class _FileFixer:
         self.calls = CallIndex(source, self.tree, (f.location.line for f in findings))
         match = re.search(r"\r\n?|\n", self.text)
         self.newline = match.group() if match else "\n"  # as libcst's default_newline
+        self._parser_config = cst.PartialParserConfig(default_newline=self.newline)
+        self._module = cst.Module(body=[], default_newline=self.newline)  # writes code
         alias, problem = _cstorch_alias(self.tree)
         self.cstorch_alias = alias
         self.context = FixContext(alias or "cstorch", problem)
@@ -289,13 +291,11 @@ class _FileFixer:
         # In parentheses: a call spread over lines may be valid only inside the brackets
         # around it. The parentheses are the call's own to libcst and are taken off again.
         wrapped = f"({code})"
-        call = cst.parse_expression(
-            wrapped, config=cst.PartialParserConfig(default_newline=self.newline))
-        module = cst.Module(body=[], default_newline=self.newline)
-        if not isinstance(call, cst.Call) or module.code_for_node(call) != wrapped:
+        call = cst.parse_expression(wrapped, config=self._parser_config)
+        if not isinstance(call, cst.Call) or self._module.code_for_node(call) != wrapped:
             raise NotApplicable("libcst does not reproduce the call's code exactly")
         rewritten = fix.rewrite(call, self.context)
-        new = module.code_for_node(rewritten.with_changes(lpar=call.lpar, rpar=call.rpar))
+        new = self._module.code_for_node(rewritten.with_changes(lpar=call.lpar, rpar=call.rpar))
         if check and not _parses(new, "eval"):
             raise NotApplicable(WOULD_NOT_PARSE)
         return new[1:-1]
