@@ -430,7 +430,7 @@ def test_output_file_with_diff_and_with_fixed_stdin(project):
     result = run(["check", "--select", "CS104", "--diff", "-o", "fix.diff", "pkg/mixed.py"],
                  project)
     assert result.exit_code == 1 and result.stdout == ""
-    assert (project / "fix.diff").read_text().startswith("--- a/pkg/mixed.py")
+    assert (project / "fix.diff").read_text().startswith("--- pkg/mixed.py\n+++ pkg/mixed.py\n")
     result = run(["check", "--select", "CS104", "--fix", "--format", "json", "-o", "left.json",
                   "-", "--stdin-filename", "pkg/piped.py"], project, input=MIXED.encode())
     assert "cstorch.zeros_like(p)" in result.stdout  # the fixed code still goes to stdout

@@ -16,7 +16,7 @@ from cslint import __version__
 from cslint.baseline import Baseline, match_baseline
 from cslint.codes import CODES
 from cslint.config import Config
-from cslint.diagnostics import Report, RuleDescription
+from cslint.diagnostics import InputProblem, Report, RuleDescription
 from cslint.discovery import project_path
 from cslint.engine import STDIN, CacheOptions, LintResult, lint
 from cslint.rule_pages import read_page
@@ -30,11 +30,17 @@ class FixMode(Enum):
     DIFF = "diff"  # return the fixes as a unified diff, write nothing
 
 
+# Fixing may make more fixes apply (the import a fix adds makes the file a cstorch
+# program, which CS401 checks): lint and fix again until nothing changes, this many
+# times at most.
+MAX_FIX_ROUNDS = 10
+
+
 @dataclass(frozen=True)
 class FixDiff:
     """What --diff shows: the fixes as a unified diff."""
 
-    text: str
+    patch: bytes  # in each file's own bytes (`cslint.fixes.apply.unified_diff`)
     fixes: int  # findings the diff fixes
     files: int  # files it changes
 
@@ -42,11 +48,12 @@ class FixDiff:
 @dataclass(frozen=True)
 class RunResult:
     # The findings (after fixing: those left, re-linted), the inputs that could not be
-    # checked, and how many findings were fixed.
+    # checked (and, when fixing, the fixes that failed and the files not written), and
+    # how many findings were fixed.
     report: Report
     # For stderr: remarks on the inputs (a folder without Python files).
     notices: tuple[str, ...] = ()
-    # For stderr: fixes that failed or were not applied, and why.
+    # For stderr: fixes that were not applied, and why.
     fix_messages: tuple[str, ...] = ()
     # FixMode.DIFF only.
     diff: FixDiff | None = None
@@ -84,52 +91,107 @@ def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None
     if fix_mode is FixMode.CHECK:
         return RunResult(_report(linted, detail, baseline=baseline), tuple(linted.notices))
 
-    from cslint.fixes.apply import fix_findings  # libcst: loaded only when fixing
-
-    fixes = fix_findings(linted.sources, linted.findings, unsafe_fixes)
-    messages = [f"error: {error}" for error in fixes.errors]
-    for finding, why in fixes.dropped:
-        loc = finding.location
-        messages.append(f"{finding.path}:{loc.line}:{loc.column}: {finding.code} "
-                        f"not fixed: {why}")
-    changed = [file for file in fixes.files if file.changed]
-    fixed = len(fixes.applied)
+    fixed = _fix_until_settled(paths, config, stdin, linted, unsafe_fixes, fingerprints)
     if fix_mode is FixMode.DIFF:
-        diff = FixDiff("".join(file.diff() for file in changed), fixed, len(changed))
-        return RunResult(_report(linted, detail, baseline=baseline), tuple(linted.notices),
-                         tuple(messages), diff=diff)
+        from cslint.fixes.apply import unified_diff
 
-    from cslint.fixes.write import write_fixed
+        patch = b"".join(unified_diff(shown, linted.sources[shown].raw, new)
+                         for shown, new in fixed.code.items())
+        diff = FixDiff(patch, sum(fixed.counts.values()), len(fixed.code))
+        # The checks of the fixed code may find trouble the code as read did not have.
+        seen = {str(error.as_problem()) for error in linted.errors}
+        problems = fixed.problems + [error.as_problem() for error in fixed.linted.errors
+                                     if str(error.as_problem()) not in seen]
+        return RunResult(_report(linted, detail, baseline=baseline, problems=problems),
+                         tuple(linted.notices), fixed.messages, diff=diff)
+
+    from cslint.fixes.write import WriteError, remove_stale_temporaries, write_fixed
 
     stdin_name = stdin[0] if stdin is not None else None
-    fixed_stdin = None
-    for file in changed:
-        if file.source.display_path == stdin_name:
-            fixed_stdin = file.new_raw
-        else:
-            write_fixed(file)
+    remove_stale_temporaries([source.path for shown, source in linted.sources.items()
+                              if shown != stdin_name])
+    problems = list(fixed.problems)
+    for shown, new in fixed.code.items():
+        if shown == stdin_name:
+            continue
+        try:
+            write_fixed(linted.sources[shown], new)
+        except WriteError as error:
+            problems.append(InputProblem(shown, str(error)))
+            del fixed.counts[shown]
+    final = fixed.linted
+    if len(problems) > len(fixed.problems):
+        # Not all was written: the findings in what the files hold.
+        final = lint(list(paths), config, _with_stdin(stdin, fixed.code),
+                     fingerprints=fingerprints)
     stdin_output = None
     if stdin_name is not None:
         source = linted.sources.get(stdin_name)
-        stdin_output = fixed_stdin if fixed_stdin is not None else (
-            source.raw if source is not None else b"")
-    if changed:
-        # The findings left, at their places in the fixed code.
-        linted = lint(list(paths), config, (stdin_name, fixed_stdin)
-                      if stdin_name is not None and fixed_stdin is not None else stdin,
-                      fingerprints=fingerprints)
-    return RunResult(_report(linted, detail, fixed, baseline), tuple(linted.notices),
-                     tuple(messages), stdin_output=stdin_output)
+        stdin_output = fixed.code.get(stdin_name, source.raw if source is not None else b"")
+    return RunResult(_report(final, detail, sum(fixed.counts.values()), baseline, problems),
+                     tuple(final.notices), fixed.messages, stdin_output=stdin_output)
+
+
+@dataclass
+class _Fixed:
+    """The fixes of a run, applied in memory until no more apply."""
+
+    linted: LintResult  # the last lint: of the fixed code
+    code: dict[str, bytes]  # the fixed code, by display path (of the files changed)
+    counts: dict[str, int]  # the findings fixed, by display path
+    problems: list[InputProblem]  # fixes that failed, fixes that did not settle
+    messages: tuple[str, ...]  # fixes not applied, and why
+
+
+def _fix_until_settled(paths: Sequence[str], config: Config,
+                       stdin: tuple[str, bytes] | None, linted: LintResult, unsafe: bool,
+                       fingerprints: bool) -> _Fixed:
+    """Fix, lint the fixed code, and again, until no fix changes anything (at most
+    MAX_FIX_ROUNDS rounds): a second run has nothing left to fix."""
+    from cslint.fixes.apply import fix_findings  # libcst: loaded only when fixing
+
+    code: dict[str, bytes] = {}
+    counts: dict[str, int] = {}
+    problems: list[InputProblem] = []
+    for _ in range(MAX_FIX_ROUNDS):
+        fixes = fix_findings(linted.sources, linted.findings, unsafe, linted.trees)
+        linted.trees.clear()  # not needed again: no two rounds' trees at once
+        changed = [file for file in fixes.files if file.changed]
+        if not changed:
+            break
+        for file in changed:
+            shown = file.source.display_path
+            code[shown] = file.new_raw
+            counts[shown] = counts.get(shown, 0) + len(file.applied)
+        linted = lint(list(paths), config, _with_stdin(stdin, code), fingerprints=fingerprints,
+                      replaced=code)
+    else:
+        problems += [InputProblem(file.source.display_path, "the fixes did not settle after "
+                                  f"{MAX_FIX_ROUNDS} rounds (please report this); the last "
+                                  "round's result is kept") for file in changed]
+    # What could not be fixed, as the last round found it (in the fixed code).
+    messages = tuple(f"{finding.path}:{finding.location.line}:{finding.location.column}: "
+                     f"{finding.code} not fixed: {why}" for finding, why in fixes.dropped)
+    return _Fixed(linted, code, counts, fixes.errors + problems, messages)
+
+
+def _with_stdin(stdin: tuple[str, bytes] | None, fixed_raw: dict[str, bytes]
+                ) -> tuple[str, bytes] | None:
+    """The stdin input with its fixed code."""
+    if stdin is None:
+        return None
+    return stdin[0], fixed_raw.get(stdin[0], stdin[1])
 
 
 def _report(linted: LintResult, detail: ReportDetail, fixed: int = 0,
-            baseline: Baseline | None = None) -> Report:
+            baseline: Baseline | None = None, problems: Sequence[InputProblem] = ()
+            ) -> Report:
     rules = tuple(
         RuleDescription(rule.code, rule.name, rule.family, rule.severity,
                         CODES[rule.code].summary, rule.fixable,
                         read_page(rule.code) if detail.rule_pages else None)
         for rule in linted.rules)
-    errors = tuple(error.as_problem() for error in linted.errors)
+    errors = tuple(error.as_problem() for error in linted.errors) + tuple(problems)
     root = linted.project_root
     paths = {}
     for finding in linted.findings:

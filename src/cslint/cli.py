@@ -44,17 +44,21 @@ def _error(message: str) -> None:
     click.echo(f"cslint: error: {message}", err=True)
 
 
-def _write_output(text: str, output_file: str | None) -> None:
-    """Print `text`, or write it to `output_file` (its folders are created; the file is
-    written even when `text` is empty, so no earlier run's output is left there)."""
+def _write_output(text: str | bytes, output_file: str | None) -> None:
+    """Print `text` (bytes as they are), or write it to `output_file` (its folders are
+    created; the file is written even when `text` is empty, so no earlier run's output is
+    left there)."""
     if output_file is None:
-        if text:
+        if isinstance(text, bytes):
+            sys.stdout.buffer.write(text)
+            sys.stdout.flush()
+        elif text:
             click.echo(text, nl=False)
         return
     path = Path(output_file)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8", newline="")
+        path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
     except OSError as err:
         _error(f"{output_file}: cannot write: {err.strerror or err}")
         sys.exit(EXIT_ERROR)
@@ -184,11 +188,11 @@ def check(paths, select, ignore, extend_select, output_format, output_file, show
     if result.diff is not None:
         for error in report.errors:
             _error(error)
-        _write_output(result.diff.text, output_file)
+        _write_output(result.diff.patch, output_file)
         if not quiet:
             click.echo(f"Would fix {result.diff.fixes} problem(s) in {result.diff.files} "
                        f"file(s).", err=True)
-        sys.exit(EXIT_ERROR if report.errors else EXIT_FINDINGS if result.diff.text
+        sys.exit(EXIT_ERROR if report.errors else EXIT_FINDINGS if result.diff.patch
                  else EXIT_CLEAN)
     if result.stdin_output is not None:
         # The fixed code takes stdout's place: no report there.

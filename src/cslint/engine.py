@@ -5,6 +5,7 @@ paths -> files -> SourceFile -> ast -> ModuleIndex -> ProjectIndex -> rules -> f
 
 from __future__ import annotations
 
+import ast
 import gc
 import stat
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ class LintResult:
     sources: dict[str, SourceFile] = field(default_factory=dict)
     # Every file checked (parsed or not), as given.
     checked_paths: list[Path] = field(default_factory=list)
+    # Their syntax trees, by display path (fixes locate calls in them).
+    trees: dict[str, ast.Module] = field(default_factory=dict)
     # The rules that ran.
     rules: list[Rule] = field(default_factory=list)
     # The project's folder, resolved (None without inputs): paths in the project are
@@ -92,8 +95,8 @@ def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResul
 def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = None,
          project_root: Path | None = None, *, apply_noqa: bool = True,
          fingerprints: bool = False, cache: CacheOptions | None = None,
-         progress: Callable[[str, int, int], None] | None = None, jobs: int = 1
-         ) -> LintResult:
+         progress: Callable[[str, int, int], None] | None = None, jobs: int = 1,
+         replaced: dict[str, bytes] | None = None) -> LintResult:
     """Check `paths` (and stdin, given as (display name, bytes)) under `config`.
     `project_root` overrides the folder searched for context (tests pin it).
     `apply_noqa=False` keeps the findings that `# noqa` comments suppress, for a caller
@@ -103,7 +106,9 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
     `cache` reuses the findings of files unchanged since an earlier run, and of what they
     depend on (`cslint.cached_run`); stdin is never cached. `progress` is told how the
     run goes (`cslint.progress`). `jobs` > 1 shares the per-file checks among that many
-    processes (`cslint.parallel`); the output is the same for any number."""
+    processes (`cslint.parallel`); the output is the same for any number.
+    `replaced` gives the content of checked files (by display path) in place of what is
+    on disk: the fixed code, checked again before (or without) writing it."""
     collecting = gc.isenabled()
     # Every syntax tree stays alive for the run, so the cyclic collector would rescan a
     # growing heap of AST nodes again and again while they are built (measured: it
@@ -114,7 +119,7 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
     gc.disable()
     try:
         return _lint(paths, config, stdin, project_root, collecting, apply_noqa, fingerprints,
-                     cache, progress, jobs)
+                     cache, progress, jobs, replaced or {})
     finally:
         gc.unfreeze()
         gc.set_threshold(*thresholds)
@@ -134,7 +139,8 @@ def _freeze_trees(collecting: bool) -> None:
 def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
           project_root: Path | None, collecting: bool, apply_noqa: bool,
           fingerprints: bool, cache: CacheOptions | None,
-          progress: Callable[[str, int, int], None] | None, jobs: int) -> LintResult:
+          progress: Callable[[str, int, int], None] | None, jobs: int,
+          replaced: dict[str, bytes]) -> LintResult:
     result = LintResult()
     exclude = ExcludeMatcher(config.exclude, config.base_dir)
     targets = collect_targets(paths, exclude, result, config.force_exclude)
@@ -143,8 +149,8 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
     result.rules = rules
     result.project_root = files.root
     run = _Run(config, rules, apply_noqa, fingerprints, collecting, progress=progress,
-               jobs=jobs)
-    if cache is None or stdin is not None or files.root is None:
+               jobs=jobs, replaced=replaced)
+    if cache is None or stdin is not None or files.root is None or replaced:
         run.check(result, targets, stdin, files)
     else:
         from cslint.cached_run import check_with_cache
@@ -170,6 +176,8 @@ class _Run:
     progress: Callable[[str, int, int], None] | None = None
     # Processes the per-file checks may be shared among.
     jobs: int = 1
+    # The content of checked files (by display path) in place of what is on disk.
+    replaced: dict[str, bytes] = field(default_factory=dict)
 
     def check(self, result: LintResult, targets: list[Target],
               stdin: tuple[str, bytes] | None, files: ProjectFiles,
@@ -185,7 +193,8 @@ class _Run:
                 self.progress("reading", done, len(targets))
             result.checked_paths.append(target.path)
             try:
-                checked.append(load_file(target.path, target.display_path, max_size))
+                checked.append(load_file(target.path, target.display_path, max_size,
+                                         self.replaced.get(target.display_path)))
             except InputError as err:
                 result.errors.append(err)
         if stdin is not None:
@@ -213,6 +222,7 @@ class _Run:
         for loaded in checked:
             result.files_checked += 1
             result.sources[loaded.source.display_path] = loaded.source
+            result.trees[loaded.source.display_path] = loaded.module.tree
         for loaded, (findings, problem) in zip(checked, self._check_all(checked, project,
                                                                         analyses, files.root)):
             result.findings.extend(findings)

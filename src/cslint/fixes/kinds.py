@@ -1,9 +1,10 @@
 """The kinds of fix, and the constructors rules attach them to findings with.
 
-A kind is a frozen dataclass of plain values (findings stay picklable) with two methods
-that apply it to a libcst tree: `locate` finds the call the finding points at, `rewrite`
-returns that call's replacement. Rules build fixes on every check, which must not load
-libcst, so the methods import it when they run (only --fix and --diff call them).
+A kind is a frozen dataclass of plain values (findings stay picklable) with two methods:
+`locate` finds, by exact span, the `ast` call the finding points at, and `rewrite`
+returns the libcst replacement of that call (parsed from the call's own code). Rules
+build fixes on every check, which must not load libcst, so the methods import it when
+they run (only --fix, --diff and SARIF's fixes call them).
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ from __future__ import annotations
 import ast
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Iterable, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, ClassVar, Iterable
 
 from cslint.diagnostics import Fix, Location
 from cslint.semantic.torch_api import LAZY_CREATION_SIGNATURES
 
 if TYPE_CHECKING:
     import libcst as cst
-    from libcst.metadata import CodeRange
+
+    from cslint.fixes.syntax import CallIndex
 
 
 class NotApplicable(Exception):
@@ -44,10 +47,9 @@ class CallFix(Fix, ABC):
     calls_cstorch: ClassVar[bool] = False
 
     @abstractmethod
-    def locate(self, calls: Sequence[tuple[cst.Call, CodeRange]], location: Location
-               ) -> cst.Call | None:
-        """The call this fix rewrites for a finding at `location`, among all the module's
-        calls with their positions; None when none fits."""
+    def locate(self, calls: CallIndex, location: Location) -> ast.Call | None:
+        """The call this fix rewrites for a finding at exactly `location`; None when
+        no call of the file fits."""
 
     @abstractmethod
     def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
@@ -67,15 +69,9 @@ class ReplaceCall(CallFix):
 
     calls_cstorch = True
 
-    def locate(self, calls: Sequence[tuple[cst.Call, CodeRange]], location: Location
-               ) -> cst.Call | None:
-        from cslint.fixes.syntax import smallest_call_around
-
-        # The call itself, not one that merely contains it.
-        return smallest_call_around(
-            calls, location,
-            lambda call, span: (span.start.line, span.start.column + 1)
-            == (location.line, location.column))
+    def locate(self, calls: CallIndex, location: Location) -> ast.Call | None:
+        # The finding spans the call itself.
+        return calls.calls.get(location)
 
     def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
         import libcst as cst
@@ -102,8 +98,16 @@ class ReplaceCall(CallFix):
                                     equal=cst.AssignEqual(
                                         whitespace_before=cst.SimpleWhitespace(""),
                                         whitespace_after=cst.SimpleWhitespace(""))), None))
-        func = cst.parse_expression(f"{context.cstorch}.{self.target}")
-        return call.with_changes(func=func, args=punctuate(call.args, entries))
+        return call.with_changes(func=_dotted_expression(f"{context.cstorch}.{self.target}"),
+                                 args=punctuate(call.args, entries))
+
+
+@lru_cache(maxsize=256)
+def _dotted_expression(name: str) -> cst.BaseExpression:
+    """`a.b.c` as a libcst expression (nodes are immutable: one serves every call)."""
+    import libcst as cst
+
+    return cst.parse_expression(name)
 
 
 @dataclass(frozen=True)
@@ -114,16 +118,13 @@ class ScaleFirstArgument(CallFix):
     method: str
     keyword: str
 
-    def locate(self, calls: Sequence[tuple[cst.Call, CodeRange]], location: Location
-               ) -> cst.Call | None:
-        import libcst as cst
-
-        from cslint.fixes.syntax import smallest_call_around
-
-        return smallest_call_around(
-            calls, location,
-            lambda call, span: isinstance(call.func, cst.Attribute)
-            and call.func.attr.value == self.method)
+    def locate(self, calls: CallIndex, location: Location) -> ast.Call | None:
+        # The finding spans the value of the `keyword=` argument of the method's call.
+        for call, keyword in calls.keyword_values.get(location, ()):
+            if keyword.arg == self.keyword and isinstance(call.func, ast.Attribute) \
+                    and call.func.attr == self.method:
+                return call
+        return None
 
     def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
         import libcst as cst

@@ -1,36 +1,72 @@
-"""libcst building blocks the fix kinds share: finding a call by position, dotted names,
-argument lists, operator precedence. Imported only when fixing."""
+"""What the fix kinds share: the calls of a file by exact span (`CallIndex`, plain
+`ast`), and libcst building blocks: dotted names, argument lists, operator precedence.
+Imported only when fixing."""
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import ast
+import bisect
+import re
+from typing import Iterable, Sequence
 
 import libcst as cst
-from libcst.metadata import CodeRange
 
 from cslint.diagnostics import Location
+from cslint.source import SourceFile
+
+_PYTHON_LINE_END = re.compile(r"\r\n|\r|\n")
+# Nodes without calls inside (and without positions): not walked.
+_LEAVES = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
 
 
-def _contains(span: CodeRange, location: Location) -> bool:
-    start = (span.start.line, span.start.column + 1)
-    end = (span.end.line, span.end.column + 1)
-    return start <= (location.line, location.column) and \
-        (location.end_line, location.end_column) <= end
+class CallIndex:
+    """The calls of one file by their exact spans (lines and character columns, as
+    findings give them), built once per file: locating a finding's call is a lookup, and
+    a span either is a call's exact span or locates nothing. Only the code on the lines
+    where findings start (`lines`) is indexed."""
 
+    def __init__(self, source: SourceFile, tree: ast.Module, lines: Iterable[int]):
+        self.source = source
+        # The offset in `source.text` of each line's start, lines as Python numbers them.
+        self.line_starts = [0, *(m.end() for m in _PYTHON_LINE_END.finditer(source.text))]
+        self.calls: dict[Location, ast.Call] = {}
+        # A call by the span of one of its keyword arguments' values.
+        self.keyword_values: dict[Location, list[tuple[ast.Call, ast.keyword]]] = {}
+        wanted = sorted(set(lines))
+        nodes: list[ast.AST] = [tree]
+        while nodes:
+            for node in ast.iter_child_nodes(nodes.pop()):
+                if isinstance(node, _LEAVES):
+                    continue
+                first = getattr(node, "lineno", None)
+                if first is not None:
+                    # A definition's decorators come before its line.
+                    first = min([first, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+                    # Only nodes around the lines wanted: the walk skips most of the file.
+                    index = bisect.bisect_left(wanted, first)
+                    if index == len(wanted) or wanted[index] > node.end_lineno:
+                        continue
+                if isinstance(node, ast.Call):
+                    self.calls[self.location(node)] = node
+                    for keyword in node.keywords:
+                        self.keyword_values.setdefault(self.location(keyword.value),
+                                                       []).append((node, keyword))
+                nodes.append(node)
 
-def smallest_call_around(calls: Sequence[tuple[cst.Call, CodeRange]], location: Location,
-                         accept: Callable[[cst.Call, CodeRange], bool]) -> cst.Call | None:
-    """The smallest call whose span holds `location` and that `accept` takes (the first
-    of equal size)."""
-    best = None
-    best_size = None
-    for call, span in calls:
-        if not _contains(span, location) or not accept(call, span):
-            continue
-        size = (span.end.line - span.start.line, span.end.column - span.start.column)
-        if best is None or size < best_size:
-            best, best_size = call, size
-    return best
+    def location(self, node: ast.expr) -> Location:
+        column = self.source.character_column
+        return Location(node.lineno, column(node.lineno, node.col_offset),
+                        node.end_lineno, column(node.end_lineno, node.end_col_offset))
+
+    def offset(self, line: int, column: int) -> int:
+        """The offset in the source text of a 1-based line and character column."""
+        return self.line_starts[line - 1] + column - 1
+
+    def span(self, node: ast.expr) -> tuple[int, int]:
+        """(start, end) offsets of `node`'s code in the source text."""
+        where = self.location(node)
+        return (self.offset(where.line, where.column),
+                self.offset(where.end_line, where.end_column))
 
 
 def dotted(node: cst.BaseExpression) -> str:
