@@ -60,7 +60,7 @@ def trace(step_fn: Callable) -> Callable:
 
     @functools.wraps(step_fn)
     def traced(*args, **kwargs):
-        if not strict_mode._enabled:
+        if not strict_mode.is_strict():
             return step_fn(*args, **kwargs)
         mark_trace_inputs(owner, (*args, *kwargs.values()))
         with guarded_region(owner):

@@ -66,7 +66,7 @@ def _guard_step(step: Callable) -> Callable:
 
     @functools.wraps(step)
     def guarded_step(self, *args, **kwargs):
-        if not strict_mode._enabled:
+        if not strict_mode.is_strict():
             return step(self, *args, **kwargs)
         args, kwargs = _loss_closure_on_host(args, kwargs)
         mark_optimizer_values(self, self.registered_schedulers())
@@ -142,7 +142,7 @@ class Optimizer(torch.optim.Optimizer, ABC):
         super().add_param_group(param_group)
         group = self.param_groups[-1]
         _normalize_tags(group)
-        if strict_mode._enabled:
+        if strict_mode.is_strict():
             self._lr_as_device_tensor(group)
 
     @staticmethod
@@ -232,12 +232,12 @@ class Optimizer(torch.optim.Optimizer, ABC):
         return packed
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        if strict_mode._enabled:
+        if strict_mode.is_strict():
             self._check_checkpoint_layout(state_dict)
         super().load_state_dict(state_dict)
         for group in self.param_groups:
             _normalize_tags(group)
-            if strict_mode._enabled:
+            if strict_mode.is_strict():
                 self._lr_as_device_tensor(group)
 
     def _check_checkpoint_layout(self, state_dict: dict[str, Any]) -> None:

@@ -176,7 +176,7 @@ class Scheduler(ABC):
 
     def _closed_form_value(self) -> torch.Tensor:
         """Evaluate the closed form (guarded in strict mode; CS305 for non-tensors)."""
-        if not strict_mode._enabled:
+        if not strict_mode.is_strict():
             return self._closed_form_method()()
         if isinstance(self.last_epoch, torch.Tensor):
             mark(self.last_epoch, LAST_EPOCH)

@@ -1,0 +1,326 @@
+"""The runtime under stress: threads, failures mid-step, copies, bad checkpoints.
+
+Strict mode and the guard are per thread and re-entrant; a step that raises
+leaves nothing behind; deepcopy and pickle give optimizers and schedulers that
+step bitwise like the originals and are still checked; load_state_dict refuses
+a checkpoint that does not fit, naming what, and changes nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import defaultdict
+
+import pytest
+import torch
+
+import cslint.cstorch as cstorch
+from cstorch_helpers import (
+    BodyOptimizer,
+    CompliantAdam,
+    CompliantSGD,
+    LinearLR,
+    assert_compliance_error,
+    make_params,
+    set_new_grads,
+)
+
+HERE = __file__
+# Long enough never to fire on a loaded machine; a hang fails instead of blocking.
+WAIT_S = 30
+
+
+def params_of(optimizer) -> list:
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
+def torch_modes_on_stack() -> int:
+    return torch._C._len_torch_function_stack() + torch._C._len_torch_dispatch_stack()
+
+
+def momentum_update(opt, group, p, state):
+    state["exp_avg"].mul_(group["momentum"]).add_(p.grad)
+    p.sub_(group["lr"] * state["exp_avg"])
+
+
+def read_grad_norm(opt, group, p, state):
+    p.grad.norm().item()  # cs204-copy
+
+
+def add_late_state(opt, group, p, state):
+    state["late"] = torch.zeros_like(p)  # cs101-copy
+
+
+# -- 1. Threads and re-entrance ------------------------------------------------------
+
+
+def run_in_thread(target) -> None:
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(WAIT_S)
+    assert not thread.is_alive(), "the thread hung"
+
+
+def test_a_strict_and_a_lenient_thread_step_at_once_each_as_if_alone():
+    both_in_step = threading.Barrier(2, timeout=WAIT_S)
+    lenient_step_read = threading.Event()
+    strict_step_checked = threading.Event()
+    results = {}
+
+    def strict_body(opt, group, p, state):
+        both_in_step.wait()
+        # The other thread is inside strict(False) and inside its own step.
+        assert lenient_step_read.wait(WAIT_S)
+        p.grad.norm().item()  # cs204-strict-thread
+
+    def lenient_body(opt, group, p, state):
+        both_in_step.wait()
+        # What strict mode forbids, while the other thread's step is guarded.
+        state["count"] += 1
+        state["norm"] = p.grad.norm().item()
+        p.add_(p.grad, alpha=-group["lr"])
+        lenient_step_read.set()
+        assert strict_step_checked.wait(WAIT_S)
+
+    def step_strictly():
+        optimizer = BodyOptimizer(make_params(shapes=((3,),)), strict_body)
+        try:
+            optimizer.step()
+        except BaseException as error:  # noqa: BLE001 - handed to the test thread
+            results["strict"] = error
+        finally:
+            strict_step_checked.set()
+
+    def step_leniently():
+        try:
+            with cstorch.strict(False):
+                optimizer = BodyOptimizer(make_params(shapes=((3,),)), lenient_body)
+                optimizer.step()
+            results["lenient"] = optimizer
+        except BaseException as error:  # noqa: BLE001
+            results["lenient"] = error
+            lenient_step_read.set()
+
+    threads = [threading.Thread(target=step_strictly), threading.Thread(target=step_leniently)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT_S)
+    assert not any(thread.is_alive() for thread in threads), "a step was blocked"
+
+    lenient = results["lenient"]
+    assert isinstance(lenient, BodyOptimizer), lenient
+    (state,) = lenient.state.values()
+    assert state["count"] == 1 and isinstance(state["norm"], float)
+    error = results["strict"]
+    assert isinstance(error, cstorch.TracedValueError), error
+    assert (error.code, error.owner) == ("CS204", "BodyOptimizer.step")
+    assert error.filename == HERE
+    assert "p.grad.norm().item()  # cs204-strict-thread" in str(error)
+    assert cstorch.is_strict()
+
+
+def train_alone_or_not(strict: bool, seed: int, steps: int, start=None):
+    """Train a CompliantAdam with its own schedule; return its parameters.
+
+    `start` (a Barrier) lines the threads up so their steps overlap.
+    """
+    with cstorch.strict(strict):
+        optimizer = CompliantAdam(make_params(seed=seed), lr=0.01)
+        scheduler = LinearLR(optimizer, start=0.01, end=0.001, total_iters=steps)
+        if start is not None:
+            start.wait()
+        for step in range(steps):
+            assert cstorch.is_strict() == strict
+            set_new_grads(params_of(optimizer), seed=seed * 1000 + step)
+            optimizer.step()
+            scheduler.step()
+        return [p.detach().clone() for p in params_of(optimizer)]
+
+
+def test_threads_stepping_at_once_compute_what_each_computes_alone():
+    # Switch threads every few bytecodes, not every 5 ms, so the steps interleave.
+    previous_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        runs = [(seed % 2 == 0, seed) for seed in range(4)]
+        start = threading.Barrier(len(runs), timeout=WAIT_S)
+        results = {}
+
+        def run(strict, seed):
+            try:
+                results[seed] = train_alone_or_not(strict, seed, steps=20, start=start)
+            except BaseException as error:  # noqa: BLE001 - handed to the test thread
+                results[seed] = error
+
+        threads = [threading.Thread(target=run, args=run_args) for run_args in runs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(WAIT_S)
+    finally:
+        sys.setswitchinterval(previous_interval)
+    assert not any(thread.is_alive() for thread in threads)
+    for strict, seed in runs:
+        alone = train_alone_or_not(strict, seed, steps=20)
+        together = results[seed]
+        assert isinstance(together, list), together
+        for p, q in zip(alone, together, strict=True):
+            assert torch.equal(p, q)
+
+
+def test_strict_settings_of_two_threads_never_leak_into_each_other():
+    # Interleaved: thread 1 turns strict off, thread 2 turns it off, thread 1
+    # restores, thread 2 restores. With one process-wide flag, thread 2's
+    # restore left it off for everyone.
+    first_off, second_off, first_restored = (threading.Event() for _ in range(3))
+    seen = {}
+
+    def first():
+        with cstorch.strict(False):
+            first_off.set()
+            assert second_off.wait(WAIT_S)
+        seen["first after"] = cstorch.is_strict()
+        first_restored.set()
+
+    def second():
+        assert first_off.wait(WAIT_S)
+        seen["second before"] = cstorch.is_strict()
+        with cstorch.strict(False):
+            second_off.set()
+            assert first_restored.wait(WAIT_S)
+            seen["second inside"] = cstorch.is_strict()
+        seen["second after"] = cstorch.is_strict()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT_S)
+    assert seen == {
+        "second before": True,
+        "first after": True,
+        "second inside": False,
+        "second after": True,
+    }
+    assert cstorch.is_strict()
+
+
+def test_a_plain_strict_false_call_turns_off_only_its_own_thread():
+    seen = {}
+
+    def lenient_thread():
+        cstorch.strict(False)
+        seen["lenient"] = cstorch.is_strict()
+        BodyOptimizer(make_params(), read_grad_norm).step()
+
+    run_in_thread(lenient_thread)
+    assert seen == {"lenient": False}
+    assert cstorch.is_strict()
+    with pytest.raises(cstorch.TracedValueError):
+        BodyOptimizer(make_params(), read_grad_norm).step()
+
+
+def test_every_new_thread_starts_strict():
+    seen = {}
+
+    def check():
+        seen["strict"] = cstorch.is_strict()
+        try:
+            BodyOptimizer(make_params(), read_grad_norm).step()
+        except cstorch.ComplianceError as error:
+            seen["code"] = error.code
+
+    with cstorch.strict(False):
+        run_in_thread(check)
+    assert seen == {"strict": True, "code": "CS204"}
+
+
+def test_another_threads_state_writes_during_a_step_are_not_that_steps_violations():
+    in_step = threading.Event()
+    written = threading.Event()
+
+    def body(opt, group, p, state):
+        in_step.set()
+        assert written.wait(WAIT_S)
+
+    optimizer = BodyOptimizer(make_params(shapes=((3,),)), body)
+    (param,) = params_of(optimizer)
+
+    def write_from_host():
+        assert in_step.wait(WAIT_S)
+        optimizer.state[param]["note"] = torch.zeros(1)  # another thread: host code
+        written.set()
+
+    writer = threading.Thread(target=write_from_host)
+    writer.start()
+    optimizer.step()
+    writer.join(WAIT_S)
+    assert "note" in optimizer.state[param]
+    assert type(optimizer.state) is defaultdict
+
+
+class BranchingSGD(cstorch.optim.Optimizer):
+    """Plain SGD that branches on the gradient: CS201 in its own step."""
+
+    def __init__(self, params):
+        super().__init__(params, dict(lr=0.1))
+
+    def preinitialize(self):
+        pass
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for p in params_of(self):
+            if p.grad.sum() > 0:  # cs201-inner
+                p.sub_(self.param_groups[0]["lr"] * p.grad)
+
+
+def test_a_strict_step_may_step_another_optimizer_and_each_is_restored():
+    inner = CompliantSGD(make_params(seed=1), momentum=0.9)
+    inner_alone = CompliantSGD(make_params(seed=1), momentum=0.9)
+    failing_inner = BranchingSGD(make_params(seed=2))
+    caught = []
+
+    def outer_body(opt, group, p, state):
+        inner.step()
+        with pytest.raises(cstorch.TracedValueError) as inner_error:
+            failing_inner.step()
+        caught.append(inner_error.value)
+        momentum_update(opt, group, p, state)
+        p.grad.sum().item()  # cs204-after-inner
+
+    outer = BodyOptimizer(make_params(shapes=((3,),)), outer_body)
+    error = assert_compliance_error(
+        "CS204", HERE, "cs204-after-inner", outer.step, owner="BodyOptimizer.step"
+    )
+    assert isinstance(error, cstorch.TracedValueError)
+    (inner_error,) = caught
+    assert inner_error.code == "CS201" and inner_error.owner == "BranchingSGD.step"
+    inner_alone.step()
+    for p, alone in zip(params_of(inner), params_of(inner_alone)):
+        assert torch.equal(p, alone)
+    for optimizer in (outer, inner, failing_inner):
+        assert type(optimizer.state) is defaultdict
+    assert torch_modes_on_stack() == 0
+
+
+def test_guarded_regions_nest_through_trace_step_and_scheduler():
+    optimizer = CompliantSGD(make_params(), momentum=0.9)
+    scheduler = LinearLR(optimizer, start=0.1, end=0.0, total_iters=4)
+
+    @cstorch.trace
+    def train_step():
+        optimizer.step()
+        scheduler.step()
+        with cstorch.strict(False):
+            optimizer.step()  # unguarded, nested inside a guarded region
+        return params_of(optimizer)[0].sum()
+
+    train_step()
+    with pytest.raises(cstorch.TracedValueError):
+        cstorch.trace(lambda: train_step().item())()
+    assert scheduler.last_epoch.item() == 2
+    assert torch_modes_on_stack() == 0
+    assert isinstance(params_of(optimizer)[0].sum().item(), float)
