@@ -324,3 +324,150 @@ def test_guarded_regions_nest_through_trace_step_and_scheduler():
     assert scheduler.last_epoch.item() == 2
     assert torch_modes_on_stack() == 0
     assert isinstance(params_of(optimizer)[0].sum().item(), float)
+
+
+# -- 2. A step that raises leaves nothing behind -------------------------------------
+
+
+@cstorch.step_closure
+def failing_log(value):
+    raise OSError("the logger's disk is full")
+
+
+def raise_user_error(opt, p, state):
+    raise KeyError("a bug in the step")
+
+
+def raise_interrupt(opt, p, state):
+    raise KeyboardInterrupt
+
+
+def read_on_host(opt, p, state):
+    p.grad.norm().item()
+
+
+def read_as_scalar(opt, p, state):
+    p.add_(p.grad, alpha=p.grad.sum())
+
+
+def take_data_dependent_shape(opt, p, state):
+    torch.nonzero(p.grad)
+
+
+def add_state(opt, p, state):
+    state["late"] = torch.zeros_like(p)
+
+
+def fail_in_step_closure(opt, p, state):
+    failing_log(p.grad)
+
+
+def fail_in_nested_step(opt, p, state):
+    BranchingSGD([p]).step()
+
+
+FAILURES = [
+    (raise_user_error, KeyError),
+    (raise_interrupt, KeyboardInterrupt),
+    (read_on_host, cstorch.TracedValueError),
+    (read_as_scalar, cstorch.TracedValueError),
+    (take_data_dependent_shape, cstorch.TracedValueError),
+    (add_state, cstorch.StateError),
+    (fail_in_step_closure, OSError),
+    (fail_in_nested_step, cstorch.TracedValueError),
+]
+
+
+def fail_on_request(opt, group, p, state):
+    if opt.failure is not None:
+        opt.failure(opt, p, state)
+    momentum_update(opt, group, p, state)
+
+
+def failing_optimizer():
+    optimizer = BodyOptimizer(make_params(), fail_on_request)
+    optimizer.failure = None
+    return optimizer
+
+
+def read_after_failure(opt, group, p, state):
+    p.grad.norm().item()  # cs204-after-failure
+
+
+@pytest.mark.parametrize(
+    ("failure", "raised"), FAILURES, ids=[failure.__name__ for failure, _ in FAILURES]
+)
+def test_a_step_that_raises_leaves_no_mode_frozen_state_or_flag_behind(failure, raised):
+    optimizer = failing_optimizer()
+    never_failed = failing_optimizer()
+    optimizer.failure = failure
+    with pytest.raises(raised):
+        optimizer.step()
+
+    assert torch_modes_on_stack() == 0
+    assert type(optimizer.state) is defaultdict
+    assert all(type(entries) is dict for entries in optimizer.state.values())
+    # Host code runs unchecked again: reads, and state written outside a step.
+    param = params_of(optimizer)[0]
+    assert isinstance(param.sum().item(), float)
+    assert isinstance(optimizer.param_groups[0]["lr"].item(), float)
+    optimizer.state[param]["written_by_host"] = torch.zeros(1)
+    never_failed.state[params_of(never_failed)[0]]["written_by_host"] = torch.zeros(1)
+    # The next step is a normal step: same result as one that never failed.
+    optimizer.failure = None
+    optimizer.step()
+    never_failed.step()
+    for p, reference in zip(params_of(optimizer), params_of(never_failed)):
+        assert torch.equal(p, reference)
+        assert torch.equal(optimizer.state[p]["exp_avg"], never_failed.state[reference]["exp_avg"])
+    # Still checked, with this step named (no host-side level or owner left over).
+    assert_compliance_error(
+        "CS204",
+        HERE,
+        "cs204-after-failure",
+        BodyOptimizer(make_params(), read_after_failure).step,
+        owner="BodyOptimizer.step",
+    )
+
+
+class FailableLR(LinearLR):
+    failing = False
+
+    def _get_closed_form_lr(self):
+        if self.failing:
+            raise RuntimeError("the closed form failed")
+        return super()._get_closed_form_lr()
+
+
+def test_a_scheduler_step_that_raises_stays_on_its_step():
+    scheduler = FailableLR(CompliantSGD(make_params()), start=0.1, end=0.0, total_iters=4)
+    never_failed = LinearLR(CompliantSGD(make_params()), start=0.1, end=0.0, total_iters=4)
+    last_epoch = scheduler.last_epoch
+    lr = scheduler.optimizer.param_groups[0]["lr"]
+    scheduler.failing = True
+    with pytest.raises(RuntimeError, match="closed form failed"):
+        scheduler.step()
+    assert scheduler.last_epoch is last_epoch and last_epoch.item() == 0
+    assert scheduler._step_count == 1
+    assert scheduler.optimizer.param_groups[0]["lr"] is lr
+    assert not scheduler._get_called_within_step
+    assert torch_modes_on_stack() == 0
+    scheduler.failing = False
+    scheduler.step()
+    never_failed.step()
+    assert scheduler.last_epoch.item() == 1
+    assert torch.equal(
+        scheduler.optimizer.param_groups[0]["lr"], never_failed.optimizer.param_groups[0]["lr"]
+    )
+
+
+def test_a_traced_function_that_raises_leaves_host_code_unchecked():
+    @cstorch.trace
+    def train_step(param):
+        raise ValueError("bad batch")
+
+    param = make_params()[0]
+    with pytest.raises(ValueError):
+        train_step(param)
+    assert torch_modes_on_stack() == 0
+    assert isinstance(param.sum().item(), float)

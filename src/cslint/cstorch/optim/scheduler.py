@@ -222,9 +222,21 @@ class Scheduler(ABC):
                 UserWarning,
                 stacklevel=2,
             )
+        # A closed form that raises leaves the scheduler on the step it was on,
+        # not one ahead of the values in the groups.
+        epoch = self.last_epoch
+        epoch_value = epoch.clone() if isinstance(epoch, torch.Tensor) else None
+        step_count = self._step_count
         self.increment_last_epoch()
         self._step_count += 1
-        self.update_last_value()
+        try:
+            self.update_last_value()
+        except BaseException:
+            if epoch_value is not None:
+                epoch.copy_(epoch_value)  # in place: holders of the tensor see it too
+            self.last_epoch = epoch
+            self._step_count = step_count
+            raise
 
     def update_last_value(self) -> None:
         """Recompute the value for `last_epoch` and write it into the groups."""
