@@ -8,6 +8,8 @@ a checkpoint that does not fit, naming what, and changes nothing.
 
 from __future__ import annotations
 
+import copy
+import pickle
 import sys
 import threading
 from collections import defaultdict
@@ -471,3 +473,144 @@ def test_a_traced_function_that_raises_leaves_host_code_unchecked():
         train_step(param)
     assert torch_modes_on_stack() == 0
     assert isinstance(param.sum().item(), float)
+
+
+# -- 3. deepcopy and pickle ------------------------------------------------------------
+
+
+def pickled(obj):
+    return pickle.loads(pickle.dumps(obj))
+
+
+COPIES = [copy.deepcopy, pickled]
+
+
+def copy_id(copier) -> str:
+    return copier.__name__
+
+
+def step_both(first, second, steps: int) -> None:
+    """Step two optimizers on the same gradients; each step must match bitwise."""
+    for step in range(steps):
+        set_new_grads(params_of(first), seed=300 + step)
+        set_new_grads(params_of(second), seed=300 + step)
+        first.step()
+        second.step()
+        assert_bitwise_equal(first, second)
+
+
+def assert_bitwise_equal(first, second) -> None:
+    for p, q in zip(params_of(first), params_of(second), strict=True):
+        assert p is not q
+        assert torch.equal(p, q)
+        first_state, second_state = first.state[p], second.state[q]
+        assert first_state.keys() == second_state.keys()
+        for key, value in first_state.items():
+            if isinstance(value, torch.Tensor):
+                assert value is not second_state[key]
+                assert torch.equal(value, second_state[key]), key
+            else:
+                assert value == second_state[key], key
+    for group, other in zip(first.param_groups, second.param_groups, strict=True):
+        assert torch.equal(group["lr"], other["lr"])
+
+
+OPTIMIZERS = {
+    "adam": lambda: CompliantAdam(make_params(), lr=0.01, weight_decay=0.1),
+    # Its step calls an attribute (`self.body`): torch pickles no attributes.
+    "body": lambda: BodyOptimizer(make_params(), momentum_update),
+    "sgd-global-step": lambda: CompliantSGD(make_params(), momentum=0.9, enable_global_step=True),
+}
+
+
+@pytest.mark.parametrize("copier", COPIES, ids=copy_id)
+@pytest.mark.parametrize("make_optimizer", OPTIMIZERS.values(), ids=OPTIMIZERS.keys())
+def test_a_copied_optimizer_steps_bitwise_like_the_original(make_optimizer, copier):
+    original = make_optimizer()
+    step_both(original, make_optimizer(), steps=1)  # state is no longer the initial one
+    duplicate = copier(original)
+    assert type(duplicate.state) is defaultdict
+    step_both(original, duplicate, steps=3)
+
+
+@pytest.mark.parametrize("copier", COPIES, ids=copy_id)
+def test_a_copied_optimizer_is_still_checked(copier):
+    reading = copier(BodyOptimizer(make_params(), read_grad_norm))
+    set_new_grads(params_of(reading), seed=1)
+    assert_compliance_error("CS204", HERE, "cs204-copy", reading.step, owner="BodyOptimizer.step")
+    growing = copier(BodyOptimizer(make_params(), add_late_state))
+    set_new_grads(params_of(growing), seed=1)
+    assert_compliance_error("CS101", HERE, "cs101-copy", growing.step)
+    with pytest.raises(cstorch.StateError):
+        growing.load_state_dict(CompliantSGD(make_params(), momentum=0.9).state_dict())
+
+
+def test_an_optimizer_copied_while_its_step_runs_is_a_plain_working_copy():
+    class Snapshotting(CompliantSGD):
+        def step(self, closure=None):
+            self.snapshots.append(copy.deepcopy(self))
+            return super().step(closure)
+
+    optimizer = Snapshotting(make_params(), momentum=0.9)
+    optimizer.snapshots = []
+    optimizer.step()
+    (snapshot,) = optimizer.snapshots
+    assert type(snapshot.state) is defaultdict
+    snapshot.snapshots = []
+    reference = CompliantSGD(make_params(), momentum=0.9)
+    step_both(snapshot, reference, steps=2)
+
+
+class ScheduledWeightDecay(cstorch.optim.weight_decay_scheduler.WeightDecayScheduler):
+    def _get_closed_form(self):
+        return torch.tensor(0.01) * (self.last_epoch + 1)
+
+
+def branch_on_weight_decay(opt, group, p, state):
+    if group["weight_decay"] != 0:  # cs201-copied-weight-decay
+        p.sub_(group["weight_decay"] * p)
+
+
+@pytest.mark.parametrize("copier", COPIES, ids=copy_id)
+def test_a_copied_scheduler_drives_the_copy_of_its_optimizer(copier):
+    optimizer = CompliantAdam(make_params(), lr=0.01)
+    scheduler = LinearLR(optimizer, start=0.1, end=0.01, total_iters=5)
+    optimizer.step()
+    scheduler.step()
+    scheduler_copy = copier(scheduler)
+    optimizer_copy = scheduler_copy.optimizer
+    assert optimizer_copy is not optimizer
+    assert optimizer_copy.registered_schedulers() == [scheduler_copy]
+    assert optimizer.registered_schedulers() == [scheduler]
+    assert scheduler_copy.last_epoch is not scheduler.last_epoch
+    # The value last written is the one in the copied groups, as in the original.
+    assert scheduler_copy.get_last_lr()[0] is optimizer_copy.param_groups[0]["lr"]
+    for _ in range(4):
+        step_both(optimizer, optimizer_copy, steps=1)
+        scheduler.step()
+        scheduler_copy.step()
+        assert torch.equal(scheduler.last_epoch, scheduler_copy.last_epoch)
+        assert_bitwise_equal(optimizer, optimizer_copy)
+
+
+@pytest.mark.parametrize("copier", COPIES, ids=copy_id)
+def test_an_optimizer_copied_with_its_scheduler_stays_linked_and_checked(copier):
+    optimizer = BodyOptimizer(make_params(), branch_on_weight_decay, weight_decay=0.0)
+    scheduler = ScheduledWeightDecay(optimizer, total_iters=None)
+    optimizer_copy, scheduler_copy = copier((optimizer, scheduler))
+    assert scheduler_copy.optimizer is optimizer_copy
+    assert optimizer_copy.registered_schedulers() == [scheduler_copy]
+    set_new_grads(params_of(optimizer_copy), seed=1)
+    assert_compliance_error("CS201", HERE, "cs201-copied-weight-decay", optimizer_copy.step)
+
+
+@pytest.mark.parametrize("copier", COPIES, ids=copy_id)
+def test_an_optimizer_copied_alone_keeps_its_scheduled_values_device_values(copier):
+    optimizer = BodyOptimizer(make_params(), branch_on_weight_decay, weight_decay=0.0)
+    scheduler = ScheduledWeightDecay(optimizer, total_iters=None)
+    optimizer_copy = copier(optimizer)
+    assert optimizer_copy.registered_schedulers() == []
+    assert optimizer_copy.scheduled_keys() == {"lr", "weight_decay"}
+    set_new_grads(params_of(optimizer_copy), seed=1)
+    assert_compliance_error("CS201", HERE, "cs201-copied-weight-decay", optimizer_copy.step)
+    del scheduler

@@ -146,6 +146,11 @@ class FrozenOptimizerState(dict):
         for param, plain in original.items():
             dict.__setitem__(self, param, self._view(param, plain))
 
+    @property
+    def original(self) -> dict:
+        """The mapping the step froze (what `optimizer.state` is between steps)."""
+        return self._original
+
     def describe(self, param) -> str:
         return self._describe(param)
 

@@ -69,7 +69,7 @@ def _guard_step(step: Callable) -> Callable:
         if not strict_mode.is_strict():
             return step(self, *args, **kwargs)
         args, kwargs = _loss_closure_on_host(args, kwargs)
-        mark_optimizer_values(self, self.registered_schedulers())
+        mark_optimizer_values(self, self.scheduled_keys())
         original_state = self.state
         # A subclass's step calling super().step() is already frozen.
         swap = not isinstance(original_state, FrozenOptimizerState)
@@ -84,6 +84,19 @@ def _guard_step(step: Callable) -> Callable:
 
     guarded_step._cstorch_guarded_step = True
     return guarded_step
+
+
+def _rebuilt_on_load(attribute: str) -> bool:
+    """Attributes a copy or unpickled optimizer gets afresh, not copied.
+
+    Hook tables (torch drops them too), the weak scheduler registry (schedulers
+    re-register as they load), and an instance-level `step`: torch's LR
+    schedulers wrap `optimizer.step` with a function that points back at the
+    original optimizer.
+    """
+    return attribute in ("_schedulers_registry", "step") or (
+        attribute.startswith("_optimizer_") and attribute.endswith("_hooks")
+    )
 
 
 def _normalize_tags(group: dict) -> None:
@@ -102,6 +115,10 @@ class Optimizer(torch.optim.Optimizer, ABC):
     Subclasses implement `preinitialize()` (create all state) and `step()`
     (update it in place). `enable_global_step=True` creates `state[p]["step"]`,
     a float32 0-dim tensor on the parameter's device, for each parameter.
+
+    deepcopy and pickle keep every attribute a subclass sets, and the copy is
+    checked like the original. Strict mode is per thread; as in torch, one
+    optimizer is stepped by one thread at a time.
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -125,6 +142,9 @@ class Optimizer(torch.optim.Optimizer, ABC):
         self._optimizer_zero_grad_post_hooks: OrderedDict = OrderedDict()
         # Schedulers attached to this optimizer (keys; values unused).
         self._schedulers_registry = WeakIdKeyDictionary()
+        # The group keys they drive: what they wrote stays a device value after
+        # they are gone, and copies of the optimizer keep it.
+        self._scheduled_keys: set[str] = set()
         super().__init__(params, defaults)
 
         self.preinitialize()
@@ -179,20 +199,30 @@ class Optimizer(torch.optim.Optimizer, ABC):
         return f"the state key {param!r}"
 
     def __getstate__(self) -> dict[str, Any]:
-        # torch pickles only defaults/state/param_groups; keep what the cstorch
-        # checks need so deepcopy/pickle round trips stay checked.
-        state = super().__getstate__()
-        state["enable_global_step"] = self.enable_global_step
-        state["_preinitialized_layout"] = getattr(self, "_preinitialized_layout", {})
+        # torch pickles only defaults/state/param_groups, which loses what a
+        # subclass keeps in attributes (its copy's step would then fail or
+        # differ). Keep every attribute but those rebuilt on load.
+        state = {
+            name: value
+            for name, value in self.__dict__.items()
+            if not _rebuilt_on_load(name)
+        }
+        if isinstance(self.state, FrozenOptimizerState):  # copied while step runs
+            state["state"] = self.state.original
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # A scheduler unpickled before its optimizer's state is set (a cycle)
+        # has registered already: keep that.
+        registry = self.__dict__.get("_schedulers_registry", WeakIdKeyDictionary())
+        scheduled_keys = self.__dict__.get("_scheduled_keys", set())
         super().__setstate__(state)
+        self._schedulers_registry = registry
+        self._scheduled_keys = set(state.get("_scheduled_keys", ())) | scheduled_keys
         self.__dict__.setdefault("enable_global_step", False)
         self.__dict__.setdefault("_preinitialized_layout", {})
         self.__dict__.setdefault("_optimizer_zero_grad_pre_hooks", OrderedDict())
         self.__dict__.setdefault("_optimizer_zero_grad_post_hooks", OrderedDict())
-        self.__dict__.setdefault("_schedulers_registry", WeakIdKeyDictionary())
 
     # -- global step -------------------------------------------------------------
 
@@ -213,11 +243,19 @@ class Optimizer(torch.optim.Optimizer, ABC):
     def register_scheduler(self, scheduler) -> None:
         """Attach a cstorch scheduler: the group key it drives becomes a
         scheduled (device) value. Held weakly, as on the system."""
-        self._schedulers_registry[scheduler] = None
+        # setdefault: a scheduler may re-register while this optimizer is
+        # still being unpickled, before its attributes are restored.
+        self.__dict__.setdefault("_schedulers_registry", WeakIdKeyDictionary())[scheduler] = None
+        self.__dict__.setdefault("_scheduled_keys", set()).add(scheduler.param_group_key)
 
     def registered_schedulers(self) -> list:
         """The schedulers attached to this optimizer that are still alive."""
         return list(self._schedulers_registry.keys())
+
+    def scheduled_keys(self) -> set[str]:
+        """The group keys holding scheduled (device) values: the lr, and every
+        key a scheduler attached to this optimizer (or its original) drives."""
+        return {"lr", *self._scheduled_keys}
 
     # -- state dict --------------------------------------------------------------
 

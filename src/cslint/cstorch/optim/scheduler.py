@@ -256,6 +256,17 @@ class Scheduler(ABC):
         """The values last written into the groups (None for unscheduled groups)."""
         return self._last_value
 
+    # -- copies ------------------------------------------------------------------
+
+    def __setstate__(self, state: dict) -> None:
+        # deepcopy and pickle copy the optimizer along (as torch's schedulers
+        # do); the copy must drive that copy, which holds schedulers weakly and
+        # so did not bring them along.
+        self.__dict__.update(state)
+        optimizer = self.__dict__.get("optimizer")
+        if isinstance(optimizer, Optimizer):
+            optimizer.register_scheduler(self)
+
     # -- state dict --------------------------------------------------------------
 
     def state_dict(self) -> dict:
