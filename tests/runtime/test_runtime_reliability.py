@@ -614,3 +614,191 @@ def test_an_optimizer_copied_alone_keeps_its_scheduled_values_device_values(copi
     set_new_grads(params_of(optimizer_copy), seed=1)
     assert_compliance_error("CS201", HERE, "cs201-copied-weight-decay", optimizer_copy.step)
     del scheduler
+
+
+# -- 4. load_state_dict refuses what does not fit, and changes nothing --------------------
+
+
+def checkpoint_of_a_trained_adam() -> dict:
+    source = CompliantAdam(make_params(seed=5), lr=0.02)
+    step_both(source, CompliantAdam(make_params(seed=5), lr=0.02), steps=2)
+    return copy.deepcopy(source.state_dict())
+
+
+def without_key(checkpoint):
+    del checkpoint["state"][1]["exp_avg_sq"]
+
+
+def with_extra_key(checkpoint):
+    checkpoint["state"][0]["max_exp_avg_sq"] = torch.zeros(4, 3)
+
+
+def with_wrong_shape(checkpoint):
+    checkpoint["state"][1]["exp_avg"] = torch.zeros(6)
+
+
+def without_a_parameters_state(checkpoint):
+    del checkpoint["state"][0]
+
+
+def with_state_of_no_parameter(checkpoint):
+    checkpoint["state"][7] = {"exp_avg": torch.zeros(5)}
+
+
+def with_a_tensor_for_a_parameters_state(checkpoint):
+    checkpoint["state"][1] = torch.zeros(5)
+
+
+BAD_STATE = [
+    (without_key, "CS101", ["state[1] lacks 'exp_avg_sq'"]),
+    (
+        with_extra_key,
+        "CS101",
+        ["state[0] has 'max_exp_avg_sq' that preinitialize() does not create"],
+    ),
+    (
+        with_wrong_shape,
+        "CS102",
+        [
+            "state[1]['exp_avg'] is a tensor of shape (6,) in the checkpoint but a "
+            "tensor of shape (5,) from preinitialize()"
+        ],
+    ),
+    (
+        without_a_parameters_state,
+        "CS101",
+        ["state[0] lacks 'exp_avg', 'exp_avg_sq', 'beta1_power', 'beta2_power'"],
+    ),
+    (with_state_of_no_parameter, "CS101", ["state[7] belongs to no parameter"]),
+    (
+        with_a_tensor_for_a_parameters_state,
+        "CS101",
+        ["state[1] is a tensor of shape (5,), not a dict of state entries"],
+    ),
+]
+
+
+def with_an_extra_parameter(checkpoint):
+    checkpoint["param_groups"][0]["params"].append(2)
+
+
+def with_an_extra_group(checkpoint):
+    checkpoint["param_groups"].append(dict(checkpoint["param_groups"][0], params=[]))
+
+
+def without_param_groups(checkpoint):
+    del checkpoint["param_groups"]
+
+
+def without_state(checkpoint):
+    del checkpoint["state"]
+
+
+def with_a_list_for_state(checkpoint):
+    checkpoint["state"] = list(checkpoint["state"].values())
+
+
+BAD_GROUPS = [
+    (
+        with_an_extra_parameter,
+        "its param_groups[0] holds 3 parameters where CompliantAdam's holds 2",
+    ),
+    (with_an_extra_group, "it has 2 param groups where CompliantAdam has 1"),
+    (without_param_groups, "it has no 'param_groups' section"),
+    (without_state, "it has no 'state' section"),
+    (with_a_list_for_state, "its 'state' section is a list, not a dict"),
+]
+
+
+def snapshot(optimizer) -> tuple:
+    """The optimizer's state_dict (deep) and the objects it holds (identity)."""
+    objects = [
+        (id(p), key, id(value))
+        for p in params_of(optimizer)
+        for key, value in optimizer.state[p].items()
+    ]
+    objects += [(index, id(group["lr"])) for index, group in enumerate(optimizer.param_groups)]
+    return copy.deepcopy(optimizer.state_dict()), objects
+
+
+def assert_same(before, after) -> None:
+    if isinstance(before, torch.Tensor):
+        assert isinstance(after, torch.Tensor) and before.dtype == after.dtype
+        assert torch.equal(before, after)
+    elif isinstance(before, dict):
+        assert type(after) is type(before) and list(before) == list(after)
+        for key in before:
+            assert_same(before[key], after[key])
+    elif isinstance(before, (list, tuple)):
+        assert type(after) is type(before) and len(before) == len(after)
+        for item, other in zip(before, after):
+            assert_same(item, other)
+    else:
+        assert before == after
+
+
+def assert_refused_without_change(load, expected_error, fragments) -> BaseException:
+    optimizer = CompliantAdam(make_params(), lr=0.01)
+    never_loaded = CompliantAdam(make_params(), lr=0.01)
+    step_both(optimizer, never_loaded, steps=1)
+    before = snapshot(optimizer)
+    with pytest.raises(expected_error) as caught:
+        load(optimizer)
+    message = str(caught.value)
+    assert "CompliantAdam.load_state_dict" in message
+    assert "nothing was loaded" in message and "fix: " in message
+    for fragment in fragments:
+        assert fragment in message
+    after = snapshot(optimizer)
+    assert_same(before[0], after[0])
+    assert before[1] == after[1]
+    step_both(optimizer, never_loaded, steps=1)
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("damage", "code", "fragments"), BAD_STATE, ids=[damage.__name__ for damage, _, _ in BAD_STATE]
+)
+def test_a_checkpoint_whose_state_does_not_fit_is_refused_by_rule_and_changes_nothing(
+    damage, code, fragments
+):
+    checkpoint = checkpoint_of_a_trained_adam()
+    damage(checkpoint)
+    error = assert_refused_without_change(
+        lambda optimizer: optimizer.load_state_dict(checkpoint), cstorch.StateError, fragments
+    )
+    assert error.code == code and str(error).startswith(code + " ")
+    assert error.owner == "CompliantAdam.load_state_dict"
+
+
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "lenient"])
+@pytest.mark.parametrize(
+    ("damage", "fragment"), BAD_GROUPS, ids=[damage.__name__ for damage, _ in BAD_GROUPS]
+)
+def test_a_checkpoint_whose_groups_do_not_fit_is_refused_naming_them(damage, fragment, strict):
+    checkpoint = checkpoint_of_a_trained_adam()
+    damage(checkpoint)
+
+    def load(optimizer):
+        with cstorch.strict(strict):
+            optimizer.load_state_dict(checkpoint)
+
+    assert_refused_without_change(load, ValueError, [fragment])
+
+
+def test_a_checkpoint_that_is_not_a_dict_is_refused():
+    with pytest.raises(TypeError, match=r"CompliantAdam.load_state_dict expects the dict"):
+        CompliantAdam(make_params()).load_state_dict([])
+
+
+def test_checkpoint_state_is_matched_to_parameters_by_the_ids_its_groups_list():
+    checkpoint = checkpoint_of_a_trained_adam()
+    # torch loads tensors without copying them: each optimizer gets its own.
+    renumbered = copy.deepcopy(checkpoint)
+    renumbered["param_groups"][0]["params"] = [10, 11]
+    renumbered["state"] = {10: renumbered["state"][0], 11: renumbered["state"][1]}
+    by_position = CompliantAdam(make_params())
+    by_position.load_state_dict(checkpoint)
+    by_id = CompliantAdam(make_params())
+    by_id.load_state_dict(renumbered)
+    step_both(by_position, by_id, steps=2)

@@ -277,7 +277,14 @@ def layout_differences(expected: Layout, loaded: Mapping) -> tuple[list[str], li
     shape_differences: list[str] = []
     for index in sorted(set(expected) | set(loaded), key=str):
         want = expected.get(index, {})
-        got = loaded.get(index, {}) or {}
+        got = loaded.get(index)
+        if got is None:
+            got = {}
+        elif not isinstance(got, Mapping):
+            key_differences.append(
+                f"state[{index}] is {_kind(got)}, not a dict of state entries"
+            )
+            continue
         missing = [key for key in want if key not in got]
         unexpected = [key for key in got if key not in want]
         if missing:

@@ -14,7 +14,7 @@ import functools
 import types
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -97,6 +97,10 @@ def _rebuilt_on_load(attribute: str) -> bool:
     return attribute in ("_schedulers_registry", "step") or (
         attribute.startswith("_optimizer_") and attribute.endswith("_hooks")
     )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _normalize_tags(group: dict) -> None:
@@ -270,6 +274,15 @@ class Optimizer(torch.optim.Optimizer, ABC):
         return packed
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """torch's load_state_dict, after checking the checkpoint fits.
+
+        Every check runs before anything is loaded, so a refused checkpoint
+        leaves the optimizer exactly as it was. The param groups must match
+        (torch checks that too, without saying where); in strict mode each
+        parameter's state must also have the keys and tensor shapes that
+        `preinitialize()` creates (CS101, CS102).
+        """
+        self._check_checkpoint_groups(state_dict)
         if strict_mode.is_strict():
             self._check_checkpoint_layout(state_dict)
         super().load_state_dict(state_dict)
@@ -278,10 +291,74 @@ class Optimizer(torch.optim.Optimizer, ABC):
             if strict_mode.is_strict():
                 self._lr_as_device_tensor(group)
 
-    def _check_checkpoint_layout(self, state_dict: dict[str, Any]) -> None:
-        key_differences, shape_differences = layout_differences(
-            self._preinitialized_layout, state_dict.get("state", {})
+    def _check_checkpoint_groups(self, state_dict: Any) -> None:
+        name = type(self).__name__
+        owner = f"{name}.load_state_dict"
+        fix = (
+            f"load a checkpoint saved by {name}.state_dict() from an optimizer over "
+            "the same parameters, in the same param groups"
         )
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(
+                f"{owner} expects the dict optimizer.state_dict() returns, got "
+                f"{type(state_dict).__name__}\n  fix: {fix}"
+            )
+        problems = []
+        for section, kind, kind_name in (
+            ("state", Mapping, "dict"),
+            ("param_groups", (list, tuple), "list"),
+        ):
+            if section not in state_dict:
+                problems.append(f"it has no {section!r} section")
+            elif not isinstance(state_dict[section], kind):
+                problems.append(
+                    f"its {section!r} section is a {type(state_dict[section]).__name__}, "
+                    f"not a {kind_name}"
+                )
+        saved_groups = state_dict.get("param_groups")
+        if not isinstance(saved_groups, (list, tuple)):
+            saved_groups = self.param_groups  # reported above; nothing to compare
+        if len(saved_groups) != len(self.param_groups):
+            problems.append(
+                f"it has {_count(len(saved_groups), 'param group')} where {name} has "
+                f"{len(self.param_groups)}"
+            )
+        for index, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
+            if not isinstance(saved, Mapping) or "params" not in saved:
+                problems.append(f"its param_groups[{index}] has no 'params' list")
+            elif len(saved["params"]) != len(group["params"]):
+                problems.append(
+                    f"its param_groups[{index}] holds "
+                    f"{_count(len(saved['params']), 'parameter')} where {name}'s "
+                    f"holds {len(group['params'])}"
+                )
+        if problems:
+            raise ValueError(
+                f"{owner}: the checkpoint does not fit this optimizer, nothing was "
+                f"loaded: {'; '.join(problems)}\n  fix: {fix}"
+            )
+
+    def _check_checkpoint_layout(self, state_dict: Mapping) -> None:
+        # Checkpoint state is keyed by the ids its param_groups list; torch maps
+        # them to this optimizer's parameters by position, and so does this.
+        saved_ids = [
+            param_id for group in state_dict["param_groups"] for param_id in group["params"]
+        ]
+        position_of = {param_id: position for position, param_id in enumerate(saved_ids)}
+        by_position = {}
+        strays = []
+        for param_id, entries in state_dict["state"].items():
+            if param_id in position_of:
+                by_position[position_of[param_id]] = entries
+            else:
+                strays.append(param_id)
+        key_differences, shape_differences = layout_differences(
+            self._preinitialized_layout, by_position
+        )
+        key_differences += [
+            f"state[{param_id!r}] belongs to no parameter of the checkpoint's param_groups"
+            for param_id in strays
+        ]
         if not key_differences and not shape_differences:
             return
         name = type(self).__name__
@@ -289,7 +366,7 @@ class Optimizer(torch.optim.Optimizer, ABC):
         raise compliance_error(
             code,
             f"the checkpoint's optimizer state does not match the state "
-            f"{name}.preinitialize() creates: "
+            f"{name}.preinitialize() creates, nothing was loaded: "
             + "; ".join(key_differences + shape_differences),
             advice.CHECKPOINT_LAYOUT.format(optimizer=name),
             owner=f"{name}.load_state_dict",
