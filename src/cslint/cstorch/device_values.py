@@ -43,17 +43,16 @@ def _buffer_origin(name) -> Origin:
     return Origin(f"the module buffer {name!r}")
 
 
-def mark_optimizer_values(optimizer: torch.optim.Optimizer, schedulers=()) -> None:
-    """Mark params, grads, state tensors and scheduled group values: the lr,
-    and every key one of `schedulers` (those attached to it) drives."""
-    keys = {"lr", *(scheduler.param_group_key for scheduler in schedulers)}
+def mark_optimizer_values(optimizer: torch.optim.Optimizer, scheduled_keys=("lr",)) -> None:
+    """Mark params, grads, state tensors and the group values under
+    `scheduled_keys` (a cstorch optimizer's `scheduled_keys()`)."""
     for group in optimizer.param_groups:
         for param in group["params"]:
             mark(param, PARAMETER)
             grad = param.grad
             if grad is not None:
                 mark(grad, GRADIENT)
-        for key in keys:
+        for key in scheduled_keys:
             value = group.get(key)
             if isinstance(value, torch.Tensor):
                 mark(value, scheduled_origin(key))

@@ -82,7 +82,7 @@ def current_owner() -> str | None:
 
 def checks_active() -> bool:
     """Whether a host conversion is an error right now (strict, not host-side)."""
-    return _state.host_side == 0 and strict_mode._enabled
+    return _state.host_side == 0 and strict_mode.is_strict()
 
 
 # ---------------------------------------------------------------------------
@@ -453,10 +453,11 @@ def guarded_region(owner: str) -> Iterator[None]:
     """
     state = _state
     if state.depth == 0:
-        modes = contextlib.ExitStack()
-        modes.enter_context(_HostConversionMode())
-        modes.enter_context(_ScalarReadMode())
-        state.modes = modes
+        # Both modes or neither: a failure entering the second pops the first.
+        with contextlib.ExitStack() as modes:
+            modes.enter_context(_HostConversionMode())
+            modes.enter_context(_ScalarReadMode())
+            state.modes = modes.pop_all()
     state.depth += 1
     state.owners.append(owner)
     outer_host_side = state.host_side

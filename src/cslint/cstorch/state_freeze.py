@@ -11,10 +11,14 @@ torch replaces `optimizer.state` with a plain defaultdict in `__init__`,
 holding `FrozenParamState` views, and restores the original mapping after.
 Permitted writes (same object, or any write with strict mode off or from
 host-side code) go through to the original dicts, so nothing is lost.
+
+The freeze belongs to the thread whose step made it: another thread reading
+or writing the state meanwhile is not that step's code, so it is not checked.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping
 
 import torch
@@ -50,7 +54,7 @@ class FrozenParamState(dict):
         current = dict.get(self, key, _MISSING)
         if current is value:
             return False
-        if not checks_active():
+        if not self._frozen_state.checks_active():
             return True
         if current is _MISSING:
             raise compliance_error(
@@ -72,7 +76,7 @@ class FrozenParamState(dict):
         )
 
     def _check_removal(self, key) -> None:
-        if checks_active():
+        if self._frozen_state.checks_active():
             raise compliance_error(
                 "CS102",
                 f"removes state entry {key!r} of {self._describe()} while step "
@@ -138,11 +142,21 @@ class FrozenOptimizerState(dict):
         super().__init__()
         self._original = original
         self._describe = describe
+        self._stepping_thread = threading.get_ident()
         for param, plain in original.items():
             dict.__setitem__(self, param, self._view(param, plain))
 
+    @property
+    def original(self) -> dict:
+        """The mapping the step froze (what `optimizer.state` is between steps)."""
+        return self._original
+
     def describe(self, param) -> str:
         return self._describe(param)
+
+    def checks_active(self) -> bool:
+        """Whether a write now is the frozen step's own, checked write."""
+        return threading.get_ident() == self._stepping_thread and checks_active()
 
     def _view(self, param, plain):
         if isinstance(plain, dict):
@@ -160,7 +174,7 @@ class FrozenOptimizerState(dict):
         current = dict.get(self, param, _MISSING)
         if current is value:
             return
-        if checks_active():
+        if self.checks_active():
             raise compliance_error(
                 "CS101",
                 f"binds self.state[...] of {self.describe(param)} to a new "
@@ -212,7 +226,7 @@ class FrozenOptimizerState(dict):
         self._original.clear()
 
     def _refuse_removal(self, param) -> None:
-        if checks_active():
+        if self.checks_active():
             raise self._removal_error(param)
 
     def _removal_error(self, param):
@@ -263,7 +277,14 @@ def layout_differences(expected: Layout, loaded: Mapping) -> tuple[list[str], li
     shape_differences: list[str] = []
     for index in sorted(set(expected) | set(loaded), key=str):
         want = expected.get(index, {})
-        got = loaded.get(index, {}) or {}
+        got = loaded.get(index)
+        if got is None:
+            got = {}
+        elif not isinstance(got, Mapping):
+            key_differences.append(
+                f"state[{index}] is {_kind(got)}, not a dict of state entries"
+            )
+            continue
         missing = [key for key in want if key not in got]
         unexpected = [key for key in got if key not in want]
         if missing:

@@ -38,8 +38,10 @@ def mark_trace_inputs(function_name: str, values, _depth: int = 0) -> None:
             mark_module_values(value)
         elif isinstance(value, torch.optim.Optimizer):
             # Only a cstorch optimizer has schedulers attached.
-            schedulers = value.registered_schedulers() if isinstance(value, Optimizer) else ()
-            mark_optimizer_values(value, schedulers)
+            if isinstance(value, Optimizer):
+                mark_optimizer_values(value, value.scheduled_keys())
+            else:
+                mark_optimizer_values(value)
         elif isinstance(value, Scheduler):
             if isinstance(value.last_epoch, torch.Tensor):
                 mark(value.last_epoch, LAST_EPOCH)
@@ -60,7 +62,7 @@ def trace(step_fn: Callable) -> Callable:
 
     @functools.wraps(step_fn)
     def traced(*args, **kwargs):
-        if not strict_mode._enabled:
+        if not strict_mode.is_strict():
             return step_fn(*args, **kwargs)
         mark_trace_inputs(owner, (*args, *kwargs.values()))
         with guarded_region(owner):

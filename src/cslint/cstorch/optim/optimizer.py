@@ -14,7 +14,7 @@ import functools
 import types
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -66,10 +66,10 @@ def _guard_step(step: Callable) -> Callable:
 
     @functools.wraps(step)
     def guarded_step(self, *args, **kwargs):
-        if not strict_mode._enabled:
+        if not strict_mode.is_strict():
             return step(self, *args, **kwargs)
         args, kwargs = _loss_closure_on_host(args, kwargs)
-        mark_optimizer_values(self, self.registered_schedulers())
+        mark_optimizer_values(self, self.scheduled_keys())
         original_state = self.state
         # A subclass's step calling super().step() is already frozen.
         swap = not isinstance(original_state, FrozenOptimizerState)
@@ -84,6 +84,23 @@ def _guard_step(step: Callable) -> Callable:
 
     guarded_step._cstorch_guarded_step = True
     return guarded_step
+
+
+def _rebuilt_on_load(attribute: str) -> bool:
+    """Attributes a copy or unpickled optimizer gets afresh, not copied.
+
+    Hook tables (torch drops them too), the weak scheduler registry (schedulers
+    re-register as they load), and an instance-level `step`: torch's LR
+    schedulers wrap `optimizer.step` with a function that points back at the
+    original optimizer.
+    """
+    return attribute in ("_schedulers_registry", "step") or (
+        attribute.startswith("_optimizer_") and attribute.endswith("_hooks")
+    )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _normalize_tags(group: dict) -> None:
@@ -102,6 +119,10 @@ class Optimizer(torch.optim.Optimizer, ABC):
     Subclasses implement `preinitialize()` (create all state) and `step()`
     (update it in place). `enable_global_step=True` creates `state[p]["step"]`,
     a float32 0-dim tensor on the parameter's device, for each parameter.
+
+    deepcopy and pickle keep every attribute a subclass sets, and the copy is
+    checked like the original. Strict mode is per thread; as in torch, one
+    optimizer is stepped by one thread at a time.
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -125,6 +146,9 @@ class Optimizer(torch.optim.Optimizer, ABC):
         self._optimizer_zero_grad_post_hooks: OrderedDict = OrderedDict()
         # Schedulers attached to this optimizer (keys; values unused).
         self._schedulers_registry = WeakIdKeyDictionary()
+        # The group keys they drive: what they wrote stays a device value after
+        # they are gone, and copies of the optimizer keep it.
+        self._scheduled_keys: set[str] = set()
         super().__init__(params, defaults)
 
         self.preinitialize()
@@ -142,7 +166,7 @@ class Optimizer(torch.optim.Optimizer, ABC):
         super().add_param_group(param_group)
         group = self.param_groups[-1]
         _normalize_tags(group)
-        if strict_mode._enabled:
+        if strict_mode.is_strict():
             self._lr_as_device_tensor(group)
 
     @staticmethod
@@ -179,20 +203,30 @@ class Optimizer(torch.optim.Optimizer, ABC):
         return f"the state key {param!r}"
 
     def __getstate__(self) -> dict[str, Any]:
-        # torch pickles only defaults/state/param_groups; keep what the cstorch
-        # checks need so deepcopy/pickle round trips stay checked.
-        state = super().__getstate__()
-        state["enable_global_step"] = self.enable_global_step
-        state["_preinitialized_layout"] = getattr(self, "_preinitialized_layout", {})
+        # torch pickles only defaults/state/param_groups, which loses what a
+        # subclass keeps in attributes (its copy's step would then fail or
+        # differ). Keep every attribute but those rebuilt on load.
+        state = {
+            name: value
+            for name, value in self.__dict__.items()
+            if not _rebuilt_on_load(name)
+        }
+        if isinstance(self.state, FrozenOptimizerState):  # copied while step runs
+            state["state"] = self.state.original
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # A scheduler unpickled before its optimizer's state is set (a cycle)
+        # has registered already: keep that.
+        registry = self.__dict__.get("_schedulers_registry", WeakIdKeyDictionary())
+        scheduled_keys = self.__dict__.get("_scheduled_keys", set())
         super().__setstate__(state)
+        self._schedulers_registry = registry
+        self._scheduled_keys = set(state.get("_scheduled_keys", ())) | scheduled_keys
         self.__dict__.setdefault("enable_global_step", False)
         self.__dict__.setdefault("_preinitialized_layout", {})
         self.__dict__.setdefault("_optimizer_zero_grad_pre_hooks", OrderedDict())
         self.__dict__.setdefault("_optimizer_zero_grad_post_hooks", OrderedDict())
-        self.__dict__.setdefault("_schedulers_registry", WeakIdKeyDictionary())
 
     # -- global step -------------------------------------------------------------
 
@@ -213,11 +247,19 @@ class Optimizer(torch.optim.Optimizer, ABC):
     def register_scheduler(self, scheduler) -> None:
         """Attach a cstorch scheduler: the group key it drives becomes a
         scheduled (device) value. Held weakly, as on the system."""
-        self._schedulers_registry[scheduler] = None
+        # setdefault: a scheduler may re-register while this optimizer is
+        # still being unpickled, before its attributes are restored.
+        self.__dict__.setdefault("_schedulers_registry", WeakIdKeyDictionary())[scheduler] = None
+        self.__dict__.setdefault("_scheduled_keys", set()).add(scheduler.param_group_key)
 
     def registered_schedulers(self) -> list:
         """The schedulers attached to this optimizer that are still alive."""
         return list(self._schedulers_registry.keys())
+
+    def scheduled_keys(self) -> set[str]:
+        """The group keys holding scheduled (device) values: the lr, and every
+        key a scheduler attached to this optimizer (or its original) drives."""
+        return {"lr", *self._scheduled_keys}
 
     # -- state dict --------------------------------------------------------------
 
@@ -232,18 +274,91 @@ class Optimizer(torch.optim.Optimizer, ABC):
         return packed
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        if strict_mode._enabled:
+        """torch's load_state_dict, after checking the checkpoint fits.
+
+        Every check runs before anything is loaded, so a refused checkpoint
+        leaves the optimizer exactly as it was. The param groups must match
+        (torch checks that too, without saying where); in strict mode each
+        parameter's state must also have the keys and tensor shapes that
+        `preinitialize()` creates (CS101, CS102).
+        """
+        self._check_checkpoint_groups(state_dict)
+        if strict_mode.is_strict():
             self._check_checkpoint_layout(state_dict)
         super().load_state_dict(state_dict)
         for group in self.param_groups:
             _normalize_tags(group)
-            if strict_mode._enabled:
+            if strict_mode.is_strict():
                 self._lr_as_device_tensor(group)
 
-    def _check_checkpoint_layout(self, state_dict: dict[str, Any]) -> None:
-        key_differences, shape_differences = layout_differences(
-            self._preinitialized_layout, state_dict.get("state", {})
+    def _check_checkpoint_groups(self, state_dict: Any) -> None:
+        name = type(self).__name__
+        owner = f"{name}.load_state_dict"
+        fix = (
+            f"load a checkpoint saved by {name}.state_dict() from an optimizer over "
+            "the same parameters, in the same param groups"
         )
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(
+                f"{owner} expects the dict optimizer.state_dict() returns, got "
+                f"{type(state_dict).__name__}\n  fix: {fix}"
+            )
+        problems = []
+        for section, kind, kind_name in (
+            ("state", Mapping, "dict"),
+            ("param_groups", (list, tuple), "list"),
+        ):
+            if section not in state_dict:
+                problems.append(f"it has no {section!r} section")
+            elif not isinstance(state_dict[section], kind):
+                problems.append(
+                    f"its {section!r} section is a {type(state_dict[section]).__name__}, "
+                    f"not a {kind_name}"
+                )
+        saved_groups = state_dict.get("param_groups")
+        if not isinstance(saved_groups, (list, tuple)):
+            saved_groups = self.param_groups  # reported above; nothing to compare
+        if len(saved_groups) != len(self.param_groups):
+            problems.append(
+                f"it has {_count(len(saved_groups), 'param group')} where {name} has "
+                f"{len(self.param_groups)}"
+            )
+        for index, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
+            if not isinstance(saved, Mapping) or "params" not in saved:
+                problems.append(f"its param_groups[{index}] has no 'params' list")
+            elif len(saved["params"]) != len(group["params"]):
+                problems.append(
+                    f"its param_groups[{index}] holds "
+                    f"{_count(len(saved['params']), 'parameter')} where {name}'s "
+                    f"holds {len(group['params'])}"
+                )
+        if problems:
+            raise ValueError(
+                f"{owner}: the checkpoint does not fit this optimizer, nothing was "
+                f"loaded: {'; '.join(problems)}\n  fix: {fix}"
+            )
+
+    def _check_checkpoint_layout(self, state_dict: Mapping) -> None:
+        # Checkpoint state is keyed by the ids its param_groups list; torch maps
+        # them to this optimizer's parameters by position, and so does this.
+        saved_ids = [
+            param_id for group in state_dict["param_groups"] for param_id in group["params"]
+        ]
+        position_of = {param_id: position for position, param_id in enumerate(saved_ids)}
+        by_position = {}
+        strays = []
+        for param_id, entries in state_dict["state"].items():
+            if param_id in position_of:
+                by_position[position_of[param_id]] = entries
+            else:
+                strays.append(param_id)
+        key_differences, shape_differences = layout_differences(
+            self._preinitialized_layout, by_position
+        )
+        key_differences += [
+            f"state[{param_id!r}] belongs to no parameter of the checkpoint's param_groups"
+            for param_id in strays
+        ]
         if not key_differences and not shape_differences:
             return
         name = type(self).__name__
@@ -251,7 +366,7 @@ class Optimizer(torch.optim.Optimizer, ABC):
         raise compliance_error(
             code,
             f"the checkpoint's optimizer state does not match the state "
-            f"{name}.preinitialize() creates: "
+            f"{name}.preinitialize() creates, nothing was loaded: "
             + "; ".join(key_differences + shape_differences),
             advice.CHECKPOINT_LAYOUT.format(optimizer=name),
             owner=f"{name}.load_state_dict",

@@ -176,7 +176,7 @@ class Scheduler(ABC):
 
     def _closed_form_value(self) -> torch.Tensor:
         """Evaluate the closed form (guarded in strict mode; CS305 for non-tensors)."""
-        if not strict_mode._enabled:
+        if not strict_mode.is_strict():
             return self._closed_form_method()()
         if isinstance(self.last_epoch, torch.Tensor):
             mark(self.last_epoch, LAST_EPOCH)
@@ -222,9 +222,21 @@ class Scheduler(ABC):
                 UserWarning,
                 stacklevel=2,
             )
+        # A closed form that raises leaves the scheduler on the step it was on,
+        # not one ahead of the values in the groups.
+        epoch = self.last_epoch
+        epoch_value = epoch.clone() if isinstance(epoch, torch.Tensor) else None
+        step_count = self._step_count
         self.increment_last_epoch()
         self._step_count += 1
-        self.update_last_value()
+        try:
+            self.update_last_value()
+        except BaseException:
+            if epoch_value is not None:
+                epoch.copy_(epoch_value)  # in place: holders of the tensor see it too
+            self.last_epoch = epoch
+            self._step_count = step_count
+            raise
 
     def update_last_value(self) -> None:
         """Recompute the value for `last_epoch` and write it into the groups."""
@@ -243,6 +255,17 @@ class Scheduler(ABC):
     def get_last_value(self) -> list:
         """The values last written into the groups (None for unscheduled groups)."""
         return self._last_value
+
+    # -- copies ------------------------------------------------------------------
+
+    def __setstate__(self, state: dict) -> None:
+        # deepcopy and pickle copy the optimizer along (as torch's schedulers
+        # do); the copy must drive that copy, which holds schedulers weakly and
+        # so did not bring them along.
+        self.__dict__.update(state)
+        optimizer = self.__dict__.get("optimizer")
+        if isinstance(optimizer, Optimizer):
+            optimizer.register_scheduler(self)
 
     # -- state dict --------------------------------------------------------------
 
