@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -194,6 +195,29 @@ class ClassInfo:
     @property
     def declares_abstract(self) -> bool:
         return any(m.is_abstract for m in self.methods.values())
+
+
+class _OwningModule:
+    """`FunctionInfo.module` and `ClassInfo.module`, held weakly. The module index holds
+    its entries, so a strong back-reference would make a cycle, and a cycle keeps the
+    whole syntax tree alive until a full collection, which the engine's frozen collector
+    (`cslint.engine.lint`) leaves for later: a process that lints again and again (the
+    flake8 plugin, the server) grew by the trees of every run."""
+
+    def __get__(self, entry, owner=None):
+        if entry is None:
+            return self
+        module = entry._module_reference()
+        if module is None:
+            raise ReferenceError(f"the module index of {entry.qualname} is gone")
+        return module
+
+    def __set__(self, entry, module: "ModuleIndex") -> None:
+        entry._module_reference = weakref.ref(module)
+
+
+# (Set on the classes once the dataclass decorator has made `module` a field.)
+FunctionInfo.module = ClassInfo.module = _OwningModule()  # type: ignore[assignment]
 
 
 @dataclass
