@@ -204,18 +204,87 @@ def test_config_in_a_parent_folder_is_found(project):
 @pytest.mark.parametrize("table, problem", [
     ("colour = 'blue'", "unknown key `colour`"),
     ("select = 'CS1'", "`select` must be a list of strings"),
+    ("select = 5", "`select` must be a list of strings"),
     ("select = ['XX1']", "`XX1` is not a rule code"),
+    ("ignore = [1]", "`ignore` must be a list of strings"),
+    ("extend-select = { CS1 = true }", "`extend-select` must be a list of strings"),
+    ("exclude = 'build'", "`exclude` must be a list of strings"),
     ("cstorch-version = 'latest'", "`cstorch-version`"),
+    ("cstorch-version = 2.10", "`cstorch-version` must be a string like \"2.10\""),
+    ("cstorch-version = 2", "`cstorch-version` must be a string"),
+    ("cstorch-version = ['2.4']", "`cstorch-version` must be a string"),
+    ("cstorch-version = '２.４'", "`cstorch-version`: not a release number like '2.4': '２.４'"),
+    ("cstorch-version = '٢.٤'", "`cstorch-version`: not a release number"),
+    ("cstorch-version = '2_4'", "`cstorch-version`: not a release number"),
     ("optimizer-bases = ['not a name']", "`optimizer-bases`"),
+    ("scheduler-bases = 'pkg.Base'", "`scheduler-bases` must be a list of strings"),
+    ("traced-decorators = true", "`traced-decorators` must be a list of strings"),
+    ("traced-functions = [['f']]", "`traced-functions` must be a list of strings"),
+    ("tensor-hyperparameters = [0.1]", "`tensor-hyperparameters` must be a list of strings"),
+    ("baseline = 5", "`baseline` must be a file path"),
     ("per-file-ignores = ['x']", "`per-file-ignores`"),
+    ("per-file-ignores = { 'x.py' = 'CS101' }", "`per-file-ignores.x.py` must be a list"),
+    ("exclude = ['[']", "`exclude`: glob '[' has an unclosed `[` at character 1"),
+    ("exclude = ['legacy/[!]']", "`exclude`: glob 'legacy/[!]' has an unclosed `[`"),
+    ("exclude = ['[z-a]']", "`exclude`: glob '[z-a]' has a reversed range `z-a`"),
+    ("exclude = ['v[0-9z-a].py']", "has a reversed range `z-a`"),
+    ("per-file-ignores = { 'tests/[' = ['CS101'] }",
+     "`per-file-ignores`: glob 'tests/[' has an unclosed `[`"),
+    ("per-file-ignores = { '[9-0]*.py' = ['CS101'] }",
+     "`per-file-ignores`: glob '[9-0]*.py' has a reversed range `9-0`"),
 ])
 def test_bad_config_is_exit_2_naming_the_key(project, table, problem):
-    (project / "pyproject.toml").write_text(f"[tool.cslint]\n{table}\n")
+    (project / "pyproject.toml").write_text(f"[tool.cslint]\n{table}\n", encoding="utf-8")
     result = run(["check", "."], project)
     assert result.exit_code == 2
+    assert result.stderr.startswith(f"cslint: error: {project / 'pyproject.toml'}: ")
     assert problem in result.stderr
-    assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("tool = 'cslint'\n", "`tool` must be a table"),
+    ("[[tool]]\nname = 'x'\n", "`tool` must be a table"),
+    ("[tool]\ncslint = 3\n", "`tool.cslint` must be a table"),
+    ("[[tool.cslint]]\nselect = ['CS1']\n", "`tool.cslint` must be a table"),
+    ("[tool.cslint]\nselect = ['CS1'\n", "not valid TOML: "),
+    ("[tool.cslint]\nselect = " + "[" * 5000 + "]" * 5000 + "\n",
+     "not valid TOML: arrays or tables nested too deeply"),
+])
+def test_a_malformed_pyproject_is_one_line_naming_the_file(project, content, problem):
+    (project / "pyproject.toml").write_text(content)
+    result = run(["check", "--config", str(project / "pyproject.toml"), "."], project)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"cslint: error: {project / 'pyproject.toml'}: ")
+    assert problem in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_pyproject_not_in_utf8_names_the_byte_and_its_line(project):
+    (project / "pyproject.toml").write_bytes(b"[tool.cslint]\n# caf\xe9\nselect = ['CS1']\n")
+    result = run(["check", "."], project)
+    assert result.exit_code == 2
+    assert result.stderr == (f"cslint: error: {project / 'pyproject.toml'}: not valid UTF-8 "
+                             "(byte 0xe9 on line 2), as TOML must be\n")
+
+
+def test_well_formed_globs_are_accepted(project):
+    (project / "pyproject.toml").write_text(
+        "[tool.cslint]\nexclude = ['[]]x.py', '[!a-c]*.py', 'a[-]b.py', '[a-]*.py']\n"
+        "per-file-ignores = { '[a-z]azy.py' = ['CS101'] }\n")
+    assert run(["check", "lazy.py"], project).exit_code == 0
+
+
+def test_a_huge_cstorch_version_is_echoed_cut_short(project):
+    huge = "2." + "4" * 5000
+    result = run(["check", "--cstorch-version", huge, "."], project)
+    assert result.exit_code == 2
+    assert "'2.444444444444444444…'" in result.stderr and len(result.stderr) < 500
+    (project / "pyproject.toml").write_text(f"[tool.cslint]\ncstorch-version = '{huge}'\n")
+    result = run(["check", "."], project)
+    assert result.exit_code == 2
+    assert result.stderr.endswith("`cstorch-version`: not a release number like '2.4': "
+                                  "'2.444444444444444444…'\n")
 
 
 def test_explicit_config_path(project, tmp_path_factory):
