@@ -530,3 +530,46 @@ def test_server_without_pygls_names_the_extra_to_install():
     assert done.returncode == 2
     assert done.stderr == ("cslint: error: `cslint server` needs pygls: "
                            "pip install 'cslint[lsp]'\n")
+
+
+def _raise(error: BaseException):
+    def raising(*args, **kwargs):
+        raise error
+    return raising
+
+
+@pytest.mark.parametrize("command, patched", [
+    (["check", "lazy.py"], "cslint.app.run"),
+    (["check", "--write-baseline", "base.json", "lazy.py"], "cslint.app.run"),
+    (["rules"], "cslint.cli.rules_table"),
+    (["explain", "CS101"], "cslint.rule_pages.read_page"),
+])
+def test_a_bug_of_ours_is_one_line_and_exit_2_in_every_command(project, monkeypatch, command,
+                                                                 patched):
+    monkeypatch.setattr(patched, _raise(TypeError("'NoneType' object\nis not iterable")))
+    result = run(command, project)
+    assert result.exit_code == 2
+    assert result.stderr == ("cslint: internal error (TypeError: 'NoneType' object is not "
+                             "iterable); please report this\n")
+
+
+def test_ctrl_c_exits_130_without_a_traceback(project, monkeypatch):
+    monkeypatch.setattr("cslint.app.run", _raise(KeyboardInterrupt()))
+    result = run(["check", "lazy.py"], project)
+    assert result.exit_code == 130
+    assert result.stderr == ""
+
+
+@pytest.mark.parametrize("output_format", ["text", "json"])
+def test_a_closed_stdout_ends_the_run_quietly(project, output_format):
+    """`cslint check | head -1`: the reader is gone (here before the first write)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([sys.executable, "-m", "cslint", "check", "--format",
+                                 output_format, "lazy.py"], cwd=project, stdout=write_end,
+                                stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(write_end)
+    assert result.stderr == b""
+    assert result.returncode == 1
