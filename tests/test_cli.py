@@ -573,3 +573,59 @@ def test_a_closed_stdout_ends_the_run_quietly(project, output_format):
         os.close(write_end)
     assert result.stderr == b""
     assert result.returncode == 1
+
+
+@pytest.fixture
+def badly_named(project: Path) -> Path:
+    """lazy.py's code in a file whose name is not UTF-8 (byte 0xff), beside a folder
+    whose name is not either, holding a file with a syntax error."""
+    try:
+        (project / os.fsdecode(b"bad\xff.py")).write_text(LAZY)
+        (project / os.fsdecode(b"dir\xfe")).mkdir()
+    except (OSError, UnicodeError):
+        pytest.skip("the file system takes only UTF-8 names")
+    (project / os.fsdecode(b"dir\xfe") / "broken.py").write_text("x = (\n")
+    for name in ("lazy.py", "clean.py"):
+        (project / name).unlink()
+    return project
+
+
+def _check_strict_utf8(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cslint", "check", *args], cwd=cwd,
+                          capture_output=True, text=True, encoding="utf-8",
+                          env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
+
+
+@pytest.mark.parametrize("output_format, shown", [
+    ("text", "bad\\xff.py:17:21: CS101"),
+    ("github", "::error file=bad\\xff.py,line=17,col=21,"),
+    ("json", '"path": "bad\\\\xff.py"'),
+    ("gitlab", '"path": "bad\\\\xff.py"'),
+    ("sarif", '"uri": "bad%FF.py"'),
+])
+def test_names_that_are_not_utf8_are_shown_escaped_in_every_format(badly_named, output_format,
+                                                                    shown):
+    result = _check_strict_utf8(badly_named, "--format", output_format, ".")
+    assert result.returncode == 2  # findings, and the broken file
+    assert result.stderr == "cslint: error: dir\\xfe/broken.py:1:5: syntax error: '(' was " \
+                            "never closed\n"
+    assert shown in result.stdout
+    if output_format in ("json", "gitlab", "sarif"):
+        json.loads(result.stdout)
+    if output_format == "sarif":
+        assert '"uri": "dir%FE/broken.py"' in result.stdout
+
+
+def test_a_baseline_records_names_that_are_not_utf8(badly_named):
+    written = _check_strict_utf8(badly_named, "--write-baseline", "baseline.json", "bad\udcff.py")
+    assert written.returncode == 0
+    assert '"path": "bad\\udcff.py"' in (badly_named / "baseline.json").read_text("utf-8")
+    result = _check_strict_utf8(badly_named, "--baseline", "baseline.json", "bad\udcff.py")
+    assert result.returncode == 0
+    assert "Found 0 problems in 1 file (1 baselined)." in result.stdout
+
+
+def test_control_characters_in_names_are_shown_escaped(project):
+    (project / "two\nlines.py").write_text(LAZY)
+    result = run(["check", "--select", "CS101", "two\nlines.py"], project)
+    assert result.stdout.splitlines()[0].startswith("two\\x0alines.py:17:21: CS101")

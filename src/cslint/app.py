@@ -17,7 +17,7 @@ from cslint.baseline import Baseline, match_baseline
 from cslint.codes import CODES
 from cslint.config import Config
 from cslint.diagnostics import Report, RuleDescription
-from cslint.discovery import project_path
+from cslint.discovery import printable, project_path
 from cslint.engine import STDIN, LintResult, lint
 from cslint.rule_pages import read_page
 
@@ -95,15 +95,16 @@ def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None
     from cslint.fixes.write import write_fixed
 
     stdin_name = stdin[0] if stdin is not None else None
+    stdin_shown = printable(stdin_name) if stdin_name is not None else None  # as linted
     fixed_stdin = None
     for file in changed:
-        if file.source.display_path == stdin_name:
+        if file.source.display_path == stdin_shown:
             fixed_stdin = file.new_raw
         else:
             write_fixed(file)
     stdin_output = None
-    if stdin_name is not None:
-        source = linted.sources.get(stdin_name)
+    if stdin_shown is not None:
+        source = linted.sources.get(stdin_shown)
         stdin_output = fixed_stdin if fixed_stdin is not None else (
             source.raw if source is not None else b"")
     if changed:
@@ -129,9 +130,8 @@ def _report(linted: LintResult, detail: ReportDetail, fixed: int = 0,
         if finding.path not in paths:
             paths[finding.path] = project_path(linted.sources[finding.path].path, root)
     for error in errors:
-        source = linted.sources.get(error.path)
-        paths.setdefault(error.path, project_path(source.path if source else Path(error.path),
-                                                  root))
+        paths.setdefault(error.path, project_path(
+            linted.input_paths.get(error.path, Path(error.path)), root))
     findings = tuple(linted.findings)
     baselined, stale = 0, None
     if baseline is not None:

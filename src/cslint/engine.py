@@ -12,7 +12,7 @@ from pathlib import Path
 from cslint.codes import selected_by_any
 from cslint.config import Config
 from cslint.diagnostics import Finding
-from cslint.discovery import ExcludeMatcher, Target, display_path, project_path, \
+from cslint.discovery import ExcludeMatcher, Target, display_path, printable, project_path, \
     walk_python_files
 from cslint.fingerprints import with_fingerprints
 from cslint.project_files import LoadedFile, load_file, project_files_for
@@ -36,6 +36,9 @@ class LintResult:
     files_checked: int = 0
     # The checked files as read, by display path: what fixes rewrite.
     sources: dict[str, SourceFile] = field(default_factory=dict)
+    # Every input's path, by display path: those not read too (a display path escapes
+    # what a name cannot show, so it does not lead back to the file).
+    input_paths: dict[str, Path] = field(default_factory=dict)
     # The rules that ran.
     rules: list[Rule] = field(default_factory=list)
     # The project's folder, resolved (None without inputs): paths in the project are
@@ -53,7 +56,7 @@ def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResul
         if path.is_dir():
             found = walk_python_files(path, exclude)
             if not found:
-                result.notices.append(f"{given}: no Python files to check")
+                result.notices.append(f"{printable(given)}: no Python files to check")
             for file in found:
                 shown = display_path(file, str(Path(given) / file.relative_to(path)))
                 targets.append(Target(file, shown))
@@ -63,7 +66,10 @@ def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResul
                 continue
             targets.append(Target(path, display_path(path, given)))
         else:
-            result.errors.append(InputError(display_path(path, given), "no such file or directory"))
+            shown = display_path(path, given)
+            result.input_paths[shown] = path
+            result.errors.append(InputError(shown, "no such file or directory"))
+    result.input_paths.update((target.display_path, target.path) for target in targets)
     return targets
 
 
@@ -117,8 +123,10 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
             result.errors.append(err)
     if stdin is not None:
         name, raw = stdin
+        shown = printable(name)
+        result.input_paths[shown] = Path(name).absolute()
         try:
-            checked.append(load_file(Path(name).absolute(), name, raw))
+            checked.append(load_file(result.input_paths[shown], shown, raw))
         except InputError as err:
             result.errors.append(err)
 
