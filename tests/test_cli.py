@@ -410,7 +410,8 @@ def test_utf8_bom(project):
     assert result.exit_code == 1 and "bom.py:17:21: CS101" in result.stdout
 
 
-@pytest.mark.parametrize("source", ["-" * 100000 + "1\n", "x = " + "+".join(["1"] * 3000) + "\n"])
+@pytest.mark.parametrize("source", ["-" * 100000 + "1\n", "x = " + "(" * 5000 + ")" * 5000 + "\n"],
+                         ids=["100,000 minus signs", "5,000 parentheses"])
 def test_too_deeply_nested_to_parse(project, source):
     (project / "deep.py").write_text(source)
     result = run(["check", "deep.py", "lazy.py"], project)
@@ -419,15 +420,50 @@ def test_too_deeply_nested_to_parse(project, source):
     assert "lazy.py:17:21: CS101" in result.stdout
 
 
+def _deep(expression: str) -> str:
+    """LAZY, its step reading `p.grad` through `expression` of `g`, then on the host."""
+    return LAZY.replace('state["m"].mul_(0.9).add_(p.grad)',
+                        f'g = p.grad\n                g = {expression}\n                g.item()')
+
+
+@pytest.mark.parametrize("expression", [
+    " + ".join(["g"] * 487),  # these three were too deep to analyse in 1,000 frames
+    "g" + ".abs()" * 324,
+    " + ".join(["g"] * 2_900),  # near the deepest CPython compiles
+    "g" + ".abs()" * 1_400,
+    "-" * 2_900 + "g",
+], ids=["sum of 487", "324 calls", "sum of 2,900", "1,400 calls", "2,900 minus signs"])
+def test_what_cpython_compiles_is_analysed(project, expression):
+    (project / "deep.py").write_text(_deep(expression))
+    result = run(["check", "--select", "CS204", "deep.py"], project)
+    assert result.stderr == ""
+    assert "deep.py:20:17: CS204" in result.stdout
+
+
 def test_too_deeply_nested_to_analyse(project):
-    deep_sum = " + ".join(["g"] * 2500)  # parses, but deeper than the interpreter's stack
-    source = LAZY.replace('state["m"].mul_(0.9).add_(p.grad)',
-                          f'g = state["m"]\n                g = {deep_sum}')
-    (project / "deep.py").write_text(source)
+    (project / "deep.py").write_text(_deep(" + ".join(["g"] * 60_000)))  # CPython: 2,990
     result = run(["check", "deep.py", "clean.py"], project)
     assert result.exit_code == 2
-    assert "deep.py: too deeply nested to analyse" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert result.stderr == "cslint: error: deep.py: too deeply nested to analyse\n"
+
+
+def test_deep_nesting_never_crashes_the_interpreter(project):
+    """The recursion limit is raised only in a thread with the stack to hold it: a limit
+    higher than the stack holds ends the process with a segmentation fault."""
+    for name, expression in [("sum1000", " + ".join(["g"] * 1_000)),
+                             ("sum100000", " + ".join(["g"] * 100_000)),
+                             ("calls20000", "g" + ".abs()" * 20_000),
+                             ("parens5000", "(" * 5_000 + "g" + ")" * 5_000)]:
+        (project / f"{name}.py").write_text(_deep(expression))
+    result = subprocess.run([sys.executable, "-m", "cslint", "check", "--select", "CS204",
+                             "."], cwd=project, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert sorted(result.stderr.splitlines()) == [
+        "cslint: error: calls20000.py: too deeply nested to analyse",
+        "cslint: error: parens5000.py: too deeply nested to parse",
+        "cslint: error: sum100000.py: too deeply nested to analyse",
+    ]
+    assert "sum1000.py:20:17: CS204" in result.stdout
 
 
 def test_unreadable_file(project, monkeypatch):

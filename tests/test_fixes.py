@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from cslint.cli import main
+from cslint.deep_stack import with_deep_stack
 from cslint.diagnostics import Finding, Location, Severity
 from cslint.engine import lint
 from cslint.fixes import cstorch_creation_fix, replace_call_fix, scale_first_argument_fix
@@ -313,6 +314,22 @@ def test_a_fix_that_breaks_parsing_is_dropped_and_reported(tmp_path: Path):
     assert [f for f, _ in fixed.dropped] == [bad]
     assert fixed.new_raw.decode() == ("import cerebras.pytorch as cstorch\n"
                                      "x = cstorch.zeros_like(p)\ny = torch.zeros_like(q)\n")
+
+
+@pytest.mark.parametrize("terms, fixed", [(1_000, True), (20_000, False)])
+def test_a_file_nested_deeper_than_cpython_compiles_is_checked_not_fixed(
+        tmp_path: Path, terms: int, fixed: bool):
+    """libcst's parser slows with nesting faster than linearly (20,000 levels: minutes)."""
+    source = "x = torch.zeros_like(p)\n\n\ndef deep(a):\n    return " + \
+        " + ".join(["a"] * terms) + "\n"
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    finding = Finding("m.py", Location(1, 5, 1, 24), "CS104", "n", "m", Severity.INFO,
+                      replace_call_fix("zeros_like", safe=True, description="d"))
+    result = with_deep_stack(fix_source)(SourceFile.read(path, "m.py"), [finding])  # as run
+    assert result.changed is fixed
+    assert result.dropped == ([] if fixed else [
+        (finding, "libcst cannot parse the file: nested more than 3,000 levels deep")])
 
 
 def test_a_fix_whose_code_moved_is_dropped(tmp_path: Path):

@@ -16,6 +16,7 @@ from cslint import __version__
 from cslint.baseline import Baseline, match_baseline
 from cslint.codes import CODES
 from cslint.config import Config
+from cslint.deep_stack import with_deep_stack
 from cslint.diagnostics import Report, RuleDescription
 from cslint.discovery import printable, project_path
 from cslint.engine import STDIN, LintResult, lint
@@ -64,6 +65,7 @@ class ReportDetail:
     fingerprints: bool = False  # each finding's fingerprint (SARIF, GitLab)
 
 
+@with_deep_stack  # the fixes too: libcst walks its trees recursively
 def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None = None,
         fix_mode: FixMode = FixMode.CHECK, unsafe_fixes: bool = False,
         detail: ReportDetail = ReportDetail(), baseline: Baseline | None = None) -> RunResult:

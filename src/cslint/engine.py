@@ -11,6 +11,7 @@ from pathlib import Path
 
 from cslint.codes import selected_by_any
 from cslint.config import Config
+from cslint.deep_stack import with_deep_stack
 from cslint.diagnostics import Finding
 from cslint.discovery import ExcludeMatcher, Target, display_path, printable, project_path, \
     walk_python_files
@@ -73,6 +74,7 @@ def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResul
     return targets
 
 
+@with_deep_stack
 def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = None,
          project_root: Path | None = None, *, apply_noqa: bool = True,
          fingerprints: bool = False) -> LintResult:

@@ -26,7 +26,7 @@ with warnings.catch_warnings():
 from cslint.diagnostics import Finding, Location, Replacement
 from cslint.fixes.kinds import CallFix, FixContext, NotApplicable
 from cslint.fixes.syntax import dotted
-from cslint.source import SourceFile
+from cslint.source import InputError, SourceFile
 
 CSTORCH_MODULES = ("cerebras.pytorch", "cslint.cstorch")
 CSTORCH_IMPORT = "import cerebras.pytorch as cstorch"
@@ -97,11 +97,10 @@ def fix_findings(sources: dict[str, SourceFile], findings: Iterable[Finding],
 def fix_source(source: SourceFile, findings: list[Finding]) -> FileFix:
     """All fixes of one file in one pass; a fix whose result does not parse is dropped."""
     try:
-        module = cst.parse_module(source.text)
-    except cst.ParserSyntaxError as error:
+        module = _parse_module(source)
+    except _CannotParse as error:
         result = FileFix(source, source.raw)
-        result.dropped = [(f, f"libcst cannot parse the file: {error.message}")
-                          for f in findings]
+        result.dropped = [(f, f"libcst cannot parse the file: {error}") for f in findings]
         return result
     text, applied, dropped = _apply(module, findings)
     if applied and not _parses(text):
@@ -140,8 +139,8 @@ def fix_replacements(sources: dict[str, SourceFile], findings: Iterable[Finding]
         if source is None:
             continue
         try:
-            module = cst.parse_module(source.text)
-        except cst.ParserSyntaxError:
+            module = _parse_module(source)
+        except _CannotParse:
             continue
         for finding in file_findings:
             try:
@@ -201,6 +200,40 @@ def _position(first_line: int, before: str) -> tuple[int, int]:
     if not ends:
         return first_line, len(before) + 1
     return first_line + len(ends), len(before) - ends[-1].end() + 1
+
+
+# libcst's parser slows down with nesting faster than linearly (a sum of 20,000 terms takes
+# minutes), and CPython compiles nothing nested deeper than about 3,000 levels.
+LIBCST_DEPTH_LIMIT = 3_000
+
+
+class _CannotParse(Exception):
+    """Why libcst does not parse a file."""
+
+
+def _parse_module(source: SourceFile) -> cst.Module:
+    """The libcst tree of `source` (a file nested deeper than LIBCST_DEPTH_LIMIT is
+    checked, parsed by `ast`, but not fixed)."""
+    try:
+        tree = source.parse()
+    except InputError as error:
+        raise _CannotParse(error.problem) from None
+    if _deeper_than(tree, LIBCST_DEPTH_LIMIT):
+        raise _CannotParse(f"nested more than {LIBCST_DEPTH_LIMIT:,} levels deep")
+    try:
+        return cst.parse_module(source.text)
+    except cst.ParserSyntaxError as error:
+        raise _CannotParse(error.message) from None
+
+
+def _deeper_than(tree: ast.AST, limit: int) -> bool:
+    pending = [(tree, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return False
 
 
 def _parses(text: str) -> bool:
