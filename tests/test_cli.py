@@ -204,18 +204,87 @@ def test_config_in_a_parent_folder_is_found(project):
 @pytest.mark.parametrize("table, problem", [
     ("colour = 'blue'", "unknown key `colour`"),
     ("select = 'CS1'", "`select` must be a list of strings"),
+    ("select = 5", "`select` must be a list of strings"),
     ("select = ['XX1']", "`XX1` is not a rule code"),
+    ("ignore = [1]", "`ignore` must be a list of strings"),
+    ("extend-select = { CS1 = true }", "`extend-select` must be a list of strings"),
+    ("exclude = 'build'", "`exclude` must be a list of strings"),
     ("cstorch-version = 'latest'", "`cstorch-version`"),
+    ("cstorch-version = 2.10", "`cstorch-version` must be a string like \"2.10\""),
+    ("cstorch-version = 2", "`cstorch-version` must be a string"),
+    ("cstorch-version = ['2.4']", "`cstorch-version` must be a string"),
+    ("cstorch-version = '２.４'", "`cstorch-version`: not a release number like '2.4': '２.４'"),
+    ("cstorch-version = '٢.٤'", "`cstorch-version`: not a release number"),
+    ("cstorch-version = '2_4'", "`cstorch-version`: not a release number"),
     ("optimizer-bases = ['not a name']", "`optimizer-bases`"),
+    ("scheduler-bases = 'pkg.Base'", "`scheduler-bases` must be a list of strings"),
+    ("traced-decorators = true", "`traced-decorators` must be a list of strings"),
+    ("traced-functions = [['f']]", "`traced-functions` must be a list of strings"),
+    ("tensor-hyperparameters = [0.1]", "`tensor-hyperparameters` must be a list of strings"),
+    ("baseline = 5", "`baseline` must be a file path"),
     ("per-file-ignores = ['x']", "`per-file-ignores`"),
+    ("per-file-ignores = { 'x.py' = 'CS101' }", "`per-file-ignores.x.py` must be a list"),
+    ("exclude = ['[']", "`exclude`: glob '[' has an unclosed `[` at character 1"),
+    ("exclude = ['legacy/[!]']", "`exclude`: glob 'legacy/[!]' has an unclosed `[`"),
+    ("exclude = ['[z-a]']", "`exclude`: glob '[z-a]' has a reversed range `z-a`"),
+    ("exclude = ['v[0-9z-a].py']", "has a reversed range `z-a`"),
+    ("per-file-ignores = { 'tests/[' = ['CS101'] }",
+     "`per-file-ignores`: glob 'tests/[' has an unclosed `[`"),
+    ("per-file-ignores = { '[9-0]*.py' = ['CS101'] }",
+     "`per-file-ignores`: glob '[9-0]*.py' has a reversed range `9-0`"),
 ])
 def test_bad_config_is_exit_2_naming_the_key(project, table, problem):
-    (project / "pyproject.toml").write_text(f"[tool.cslint]\n{table}\n")
+    (project / "pyproject.toml").write_text(f"[tool.cslint]\n{table}\n", encoding="utf-8")
     result = run(["check", "."], project)
     assert result.exit_code == 2
+    assert result.stderr.startswith(f"cslint: error: {project / 'pyproject.toml'}: ")
     assert problem in result.stderr
-    assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("tool = 'cslint'\n", "`tool` must be a table"),
+    ("[[tool]]\nname = 'x'\n", "`tool` must be a table"),
+    ("[tool]\ncslint = 3\n", "`tool.cslint` must be a table"),
+    ("[[tool.cslint]]\nselect = ['CS1']\n", "`tool.cslint` must be a table"),
+    ("[tool.cslint]\nselect = ['CS1'\n", "not valid TOML: "),
+    ("[tool.cslint]\nselect = " + "[" * 5000 + "]" * 5000 + "\n",
+     "not valid TOML: arrays or tables nested too deeply"),
+])
+def test_a_malformed_pyproject_is_one_line_naming_the_file(project, content, problem):
+    (project / "pyproject.toml").write_text(content)
+    result = run(["check", "--config", str(project / "pyproject.toml"), "."], project)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"cslint: error: {project / 'pyproject.toml'}: ")
+    assert problem in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_pyproject_not_in_utf8_names_the_byte_and_its_line(project):
+    (project / "pyproject.toml").write_bytes(b"[tool.cslint]\n# caf\xe9\nselect = ['CS1']\n")
+    result = run(["check", "."], project)
+    assert result.exit_code == 2
+    assert result.stderr == (f"cslint: error: {project / 'pyproject.toml'}: not valid UTF-8 "
+                             "(byte 0xe9 on line 2), as TOML must be\n")
+
+
+def test_well_formed_globs_are_accepted(project):
+    (project / "pyproject.toml").write_text(
+        "[tool.cslint]\nexclude = ['[]]x.py', '[!a-c]*.py', 'a[-]b.py', '[a-]*.py']\n"
+        "per-file-ignores = { '[a-z]azy.py' = ['CS101'] }\n")
+    assert run(["check", "lazy.py"], project).exit_code == 0
+
+
+def test_a_huge_cstorch_version_is_echoed_cut_short(project):
+    huge = "2." + "4" * 5000
+    result = run(["check", "--cstorch-version", huge, "."], project)
+    assert result.exit_code == 2
+    assert "'2.444444444444444444…'" in result.stderr and len(result.stderr) < 500
+    (project / "pyproject.toml").write_text(f"[tool.cslint]\ncstorch-version = '{huge}'\n")
+    result = run(["check", "."], project)
+    assert result.exit_code == 2
+    assert result.stderr.endswith("`cstorch-version`: not a release number like '2.4': "
+                                  "'2.444444444444444444…'\n")
 
 
 def test_explicit_config_path(project, tmp_path_factory):
@@ -341,7 +410,8 @@ def test_utf8_bom(project):
     assert result.exit_code == 1 and "bom.py:17:21: CS101" in result.stdout
 
 
-@pytest.mark.parametrize("source", ["-" * 100000 + "1\n", "x = " + "+".join(["1"] * 3000) + "\n"])
+@pytest.mark.parametrize("source", ["-" * 100000 + "1\n", "x = " + "(" * 5000 + ")" * 5000 + "\n"],
+                         ids=["100,000 minus signs", "5,000 parentheses"])
 def test_too_deeply_nested_to_parse(project, source):
     (project / "deep.py").write_text(source)
     result = run(["check", "deep.py", "lazy.py"], project)
@@ -350,15 +420,50 @@ def test_too_deeply_nested_to_parse(project, source):
     assert "lazy.py:17:21: CS101" in result.stdout
 
 
+def _deep(expression: str) -> str:
+    """LAZY, its step reading `p.grad` through `expression` of `g`, then on the host."""
+    return LAZY.replace('state["m"].mul_(0.9).add_(p.grad)',
+                        f'g = p.grad\n                g = {expression}\n                g.item()')
+
+
+@pytest.mark.parametrize("expression", [
+    " + ".join(["g"] * 487),  # these three were too deep to analyse in 1,000 frames
+    "g" + ".abs()" * 324,
+    " + ".join(["g"] * 2_900),  # near the deepest CPython compiles
+    "g" + ".abs()" * 1_400,
+    "-" * 2_900 + "g",
+], ids=["sum of 487", "324 calls", "sum of 2,900", "1,400 calls", "2,900 minus signs"])
+def test_what_cpython_compiles_is_analysed(project, expression):
+    (project / "deep.py").write_text(_deep(expression))
+    result = run(["check", "--select", "CS204", "deep.py"], project)
+    assert result.stderr == ""
+    assert "deep.py:20:17: CS204" in result.stdout
+
+
 def test_too_deeply_nested_to_analyse(project):
-    deep_sum = " + ".join(["g"] * 2500)  # parses, but deeper than the interpreter's stack
-    source = LAZY.replace('state["m"].mul_(0.9).add_(p.grad)',
-                          f'g = state["m"]\n                g = {deep_sum}')
-    (project / "deep.py").write_text(source)
+    (project / "deep.py").write_text(_deep(" + ".join(["g"] * 60_000)))  # CPython: 2,990
     result = run(["check", "deep.py", "clean.py"], project)
     assert result.exit_code == 2
-    assert "deep.py: too deeply nested to analyse" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert result.stderr == "cslint: error: deep.py: too deeply nested to analyse\n"
+
+
+def test_deep_nesting_never_crashes_the_interpreter(project):
+    """The recursion limit is raised only in a thread with the stack to hold it: a limit
+    higher than the stack holds ends the process with a segmentation fault."""
+    for name, expression in [("sum1000", " + ".join(["g"] * 1_000)),
+                             ("sum100000", " + ".join(["g"] * 100_000)),
+                             ("calls20000", "g" + ".abs()" * 20_000),
+                             ("parens5000", "(" * 5_000 + "g" + ")" * 5_000)]:
+        (project / f"{name}.py").write_text(_deep(expression))
+    result = subprocess.run([sys.executable, "-m", "cslint", "check", "--select", "CS204",
+                             "."], cwd=project, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert sorted(result.stderr.splitlines()) == [
+        "cslint: error: calls20000.py: too deeply nested to analyse",
+        "cslint: error: parens5000.py: too deeply nested to parse",
+        "cslint: error: sum100000.py: too deeply nested to analyse",
+    ]
+    assert "sum1000.py:20:17: CS204" in result.stdout
 
 
 def test_unreadable_file(project, monkeypatch):
@@ -461,3 +566,102 @@ def test_server_without_pygls_names_the_extra_to_install():
     assert done.returncode == 2
     assert done.stderr == ("cslint: error: `cslint server` needs pygls: "
                            "pip install 'cslint[lsp]'\n")
+
+
+def _raise(error: BaseException):
+    def raising(*args, **kwargs):
+        raise error
+    return raising
+
+
+@pytest.mark.parametrize("command, patched", [
+    (["check", "lazy.py"], "cslint.app.run"),
+    (["check", "--write-baseline", "base.json", "lazy.py"], "cslint.app.run"),
+    (["rules"], "cslint.cli.rules_table"),
+    (["explain", "CS101"], "cslint.rule_pages.read_page"),
+])
+def test_a_bug_of_ours_is_one_line_and_exit_2_in_every_command(project, monkeypatch, command,
+                                                                 patched):
+    monkeypatch.setattr(patched, _raise(TypeError("'NoneType' object\nis not iterable")))
+    result = run(command, project)
+    assert result.exit_code == 2
+    assert result.stderr == ("cslint: internal error (TypeError: 'NoneType' object is not "
+                             "iterable); please report this\n")
+
+
+def test_ctrl_c_exits_130_without_a_traceback(project, monkeypatch):
+    monkeypatch.setattr("cslint.app.run", _raise(KeyboardInterrupt()))
+    result = run(["check", "lazy.py"], project)
+    assert result.exit_code == 130
+    assert result.stderr == ""
+
+
+@pytest.mark.parametrize("output_format", ["text", "json"])
+def test_a_closed_stdout_ends_the_run_quietly(project, output_format):
+    """`cslint check | head -1`: the reader is gone (here before the first write)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([sys.executable, "-m", "cslint", "check", "--format",
+                                 output_format, "lazy.py"], cwd=project, stdout=write_end,
+                                stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(write_end)
+    assert result.stderr == b""
+    assert result.returncode == 1
+
+
+@pytest.fixture
+def badly_named(project: Path) -> Path:
+    """lazy.py's code in a file whose name is not UTF-8 (byte 0xff), beside a folder
+    whose name is not either, holding a file with a syntax error."""
+    try:
+        (project / os.fsdecode(b"bad\xff.py")).write_text(LAZY)
+        (project / os.fsdecode(b"dir\xfe")).mkdir()
+    except (OSError, UnicodeError):
+        pytest.skip("the file system takes only UTF-8 names")
+    (project / os.fsdecode(b"dir\xfe") / "broken.py").write_text("x = (\n")
+    for name in ("lazy.py", "clean.py"):
+        (project / name).unlink()
+    return project
+
+
+def _check_strict_utf8(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cslint", "check", *args], cwd=cwd,
+                          capture_output=True, text=True, encoding="utf-8",
+                          env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
+
+
+@pytest.mark.parametrize("output_format, shown", [
+    ("text", "bad\\xff.py:17:21: CS101"),
+    ("github", "::error file=bad\\xff.py,line=17,col=21,"),
+    ("json", '"path": "bad\\\\xff.py"'),
+    ("gitlab", '"path": "bad\\\\xff.py"'),
+    ("sarif", '"uri": "bad%FF.py"'),
+])
+def test_names_that_are_not_utf8_are_shown_escaped_in_every_format(badly_named, output_format,
+                                                                    shown):
+    result = _check_strict_utf8(badly_named, "--format", output_format, ".")
+    assert result.returncode == 2  # findings, and the broken file
+    assert result.stderr == "cslint: error: dir\\xfe/broken.py:1:5: syntax error: '(' was " \
+                            "never closed\n"
+    assert shown in result.stdout
+    if output_format in ("json", "gitlab", "sarif"):
+        json.loads(result.stdout)
+    if output_format == "sarif":
+        assert '"uri": "dir%FE/broken.py"' in result.stdout
+
+
+def test_a_baseline_records_names_that_are_not_utf8(badly_named):
+    written = _check_strict_utf8(badly_named, "--write-baseline", "baseline.json", "bad\udcff.py")
+    assert written.returncode == 0
+    assert '"path": "bad\\udcff.py"' in (badly_named / "baseline.json").read_text("utf-8")
+    result = _check_strict_utf8(badly_named, "--baseline", "baseline.json", "bad\udcff.py")
+    assert result.returncode == 0
+    assert "Found 0 problems in 1 file (1 baselined)." in result.stdout
+
+
+def test_control_characters_in_names_are_shown_escaped(project):
+    (project / "two\nlines.py").write_text(LAZY)
+    result = run(["check", "--select", "CS101", "two\nlines.py"], project)
+    assert result.stdout.splitlines()[0].startswith("two\\x0alines.py:17:21: CS101")

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from cslint.cli import main
 from cslint.config import DEFAULT_MAX_FILE_SIZE
+from cslint.deep_stack import with_deep_stack
 from cslint.diagnostics import Finding, Location, Severity
 from cslint.engine import lint
 from cslint.fixes import cstorch_creation_fix, replace_call_fix, scale_first_argument_fix
@@ -319,6 +320,23 @@ def test_a_fix_that_breaks_parsing_is_dropped_and_reported(tmp_path: Path):
     assert [f for f, _ in fixed.dropped] == [bad]
     assert fixed.new_raw.decode() == ("import cerebras.pytorch as cstorch\n"
                                      "x = cstorch.zeros_like(p)\ny = torch.zeros_like(q)\n")
+
+
+@pytest.mark.parametrize("terms", [1_000, 20_000])
+def test_a_deeply_nested_file_is_fixed_without_libcst_reading_the_depth(
+        tmp_path: Path, terms: int):
+    """libcst's parser slows with nesting faster than linearly (20,000 levels: minutes),
+    so it reads only the call a fix rewrites."""
+    source = "x = torch.zeros_like(p)\n\n\ndef deep(a):\n    return " + \
+        " + ".join(["a"] * terms) + "\n"
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    finding = Finding("m.py", Location(1, 5, 1, 24), "CS104", "n", "m", Severity.INFO,
+                      replace_call_fix("zeros_like", safe=True, description="d"))
+    source_file = SourceFile.read(path, "m.py", DEFAULT_MAX_FILE_SIZE)
+    result = with_deep_stack(fix_source)(source_file, [finding])  # as run
+    # Only the fixed call goes through libcst: the depth elsewhere costs it nothing.
+    assert result.changed and not result.dropped
 
 
 def test_a_fix_whose_code_moved_is_dropped(tmp_path: Path):

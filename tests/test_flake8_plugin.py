@@ -185,16 +185,32 @@ def test_a_bad_cslint_table_stops_flake8_naming_the_key(tmp_path):
     assert "CS101" not in result.stdout
 
 
+def test_the_plugin_analyses_a_sum_of_487_terms(tmp_path, capsys):
+    # pyflakes fails on this file (as on the next test's), so the plugin is called
+    # directly; cslint went no deeper than about 300 terms in 1,000 frames.
+    deep_sum = " + ".join(["g"] * 487)
+    source = LAZY.replace('state["m"].mul_(0.9).add_(p.grad)',
+                          f'g = p.grad\n                g = {deep_sum}\n                g.item()')
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\n')
+    path = tmp_path / "deep.py"
+    path.write_text(source)
+    lines = source.splitlines(keepends=True)
+    found = list(CslintChecker(ast.parse(source), str(path), lines).run())
+    assert [(line, message.split()[0]) for line, _, message, _ in found] == [
+        (14, "CS101"), (17, "CS204")]
+    assert capsys.readouterr().err == ""
+
+
 def test_a_file_cslint_cannot_analyse_goes_to_stderr_without_stopping(tmp_path, capsys):
-    # flake8's own pyflakes fails on this file, so the plugin is called directly here.
-    deep_sum = " + ".join(["g"] * 2500)  # parses, but deeper than the interpreter's stack
+    # flake8's own parse fails on this file, so the plugin is called directly here.
+    deep_sum = " + ".join(["g"] * 30_000)  # parses, but deeper than the analyses' stack
     source = LAZY.replace('state["m"].mul_(0.9).add_(p.grad)',
                           f'g = state["m"]\n                g = {deep_sum}')
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\n')
     path = tmp_path / "deep.py"
     path.write_text(source)
     lines = source.splitlines(keepends=True)
-    list(CslintChecker(ast.parse(source), str(path), lines).run())
+    list(CslintChecker(ast.Module(body=[], type_ignores=[]), str(path), lines).run())  # unread
     assert capsys.readouterr().err == f"cslint: error: {path}: too deeply nested to analyse\n"
 
 

@@ -17,7 +17,8 @@ from cslint.baseline import Baseline, match_baseline
 from cslint.codes import CODES
 from cslint.config import Config
 from cslint.diagnostics import InputProblem, Report, RuleDescription
-from cslint.discovery import project_path
+from cslint.deep_stack import with_deep_stack
+from cslint.discovery import printable, project_path
 from cslint.engine import STDIN, CacheOptions, LintResult, lint
 from cslint.rule_pages import read_page
 
@@ -71,6 +72,7 @@ class ReportDetail:
     fingerprints: bool = False  # each finding's fingerprint (SARIF, GitLab)
 
 
+@with_deep_stack  # the fixes too: libcst walks its trees recursively
 def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None = None,
         fix_mode: FixMode = FixMode.CHECK, unsafe_fixes: bool = False,
         detail: ReportDetail = ReportDetail(), baseline: Baseline | None = None,
@@ -107,7 +109,7 @@ def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None
 
     from cslint.fixes.write import WriteError, remove_stale_temporaries, write_fixed
 
-    stdin_name = stdin[0] if stdin is not None else None
+    stdin_name = printable(stdin[0]) if stdin is not None else None  # as linted
     remove_stale_temporaries([source.path for shown, source in linted.sources.items()
                               if shown != stdin_name])
     problems = list(fixed.problems)
@@ -180,7 +182,7 @@ def _with_stdin(stdin: tuple[str, bytes] | None, fixed_raw: dict[str, bytes]
     """The stdin input with its fixed code."""
     if stdin is None:
         return None
-    return stdin[0], fixed_raw.get(stdin[0], stdin[1])
+    return stdin[0], fixed_raw.get(printable(stdin[0]), stdin[1])
 
 
 def _report(linted: LintResult, detail: ReportDetail, fixed: int = 0,
@@ -198,9 +200,8 @@ def _report(linted: LintResult, detail: ReportDetail, fixed: int = 0,
         if finding.path not in paths:
             paths[finding.path] = project_path(linted.sources[finding.path].path, root)
     for error in errors:
-        source = linted.sources.get(error.path)
-        paths.setdefault(error.path, project_path(source.path if source else Path(error.path),
-                                                  root))
+        paths.setdefault(error.path, project_path(
+            linted.input_paths.get(error.path, Path(error.path)), root))
     findings = tuple(linted.findings)
     baselined, stale = 0, None
     if baseline is not None:

@@ -119,7 +119,9 @@ def write_baseline(path: Path, findings: Iterable[Finding],
     text = baseline_text(findings, project_paths)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8", newline="\n")
+        # A path that is not UTF-8 keeps its bytes as surrogate escapes: backslashreplace
+        # writes each as `\udcff`, which JSON reads back as that same escape.
+        path.write_text(text, encoding="utf-8", errors="backslashreplace", newline="\n")
     except OSError as err:
         raise BaselineError(f"{path}: cannot write baseline: {err.strerror or err}") from None
     return len({entry_key(f, project_paths[f.path]) for f in findings})

@@ -35,7 +35,10 @@ _MAX_ROUNDS = 4
 
 
 def _key(path: Path) -> str:
-    return os.path.normpath(os.path.abspath(path))
+    """The absolute path as text SQLite can hold (bytes of a name that are not UTF-8
+    written as \\xff escapes)."""
+    absolute = os.path.normpath(os.path.abspath(path))
+    return absolute.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def check_with_cache(run: _Run, result: LintResult, targets: list[Target],

@@ -1,7 +1,8 @@
 """The `cslint` command line.
 
 Exit codes (as ruff): 0 no findings, 1 findings, 2 usage error, bad configuration,
-or input that could not be read or parsed (the other files are still checked).
+input that could not be read or parsed (the other files are still checked), or a bug of
+ours; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from cslint.config import Config, ConfigError, find_config_file, load_config_fil
 from cslint.discovery import file_mode
 from cslint.output import FORMATS, STATISTICS_FORMATS
 from cslint.rule_pages import rules_markdown, rules_table
+from cslint.source import bug_summary
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # as a shell reports a command that SIGINT ended
 
 
 def _split_codes(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -64,7 +67,26 @@ def _write_output(text: str | bytes, output_file: str | None) -> None:
         sys.exit(EXIT_ERROR)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The command group, with the last-resort handler around every command: a bug of
+    ours is one line on stderr and exit 2 (not a traceback, nor exit 1, which means
+    findings), Ctrl-C is exit 130. Click handles its own exceptions and a closed stdout
+    (`cslint check | head -1`: a quiet exit)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, BrokenPipeError):
+            raise
+        except KeyboardInterrupt:
+            sys.exit(EXIT_INTERRUPTED)
+        except Exception as error:
+            click.echo(f"cslint: internal error ({bug_summary(error)}); please report this",
+                       err=True)
+            sys.exit(EXIT_ERROR)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="cslint")
 def main() -> None:
     """Lint PyTorch code for Cerebras compliance before it reaches the cluster."""

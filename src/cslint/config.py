@@ -22,6 +22,19 @@ class ConfigError(Exception):
 
 
 Version = tuple[int, ...]
+# ASCII digits only: `int` would also read '２' and Arabic-Indic digits.
+_RELEASE_NUMBER = re.compile(r"[0-9]+(\.[0-9]+)*")
+_ECHO_LIMIT = 20
+
+
+def cut_short(text: str) -> str:
+    """A value from the user as an error line shows it: cut short when long (a
+    5,000-digit version would otherwise fill the screen)."""
+    return text if len(text) <= _ECHO_LIMIT else text[:_ECHO_LIMIT] + "…"
+
+
+def echoed(text: str) -> str:
+    return repr(cut_short(text))
 
 # Files larger than this are not read (generated tables, vendored blobs): they would
 # cost the run more than their findings are worth.
@@ -30,14 +43,13 @@ DEFAULT_MAX_FILE_SIZE = 10_000_000
 
 def parse_version(text: str) -> Version:
     """'2.4' -> (2, 4); compared numerically, so '2.10' > '2.5'."""
-    parts = str(text).strip().split(".")
+    stripped = str(text).strip()
     try:
-        numbers = tuple(int(p) for p in parts)
-    except ValueError:
-        raise ValueError(f"not a release number like '2.4': {text!r}") from None
-    if not numbers or any(n < 0 for n in numbers):
-        raise ValueError(f"not a release number like '2.4': {text!r}")
-    return numbers
+        if not _RELEASE_NUMBER.fullmatch(stripped):
+            raise ValueError
+        return tuple(int(part) for part in stripped.split("."))
+    except ValueError:  # also: a number too long to convert
+        raise ValueError(f"not a release number like '2.4': {echoed(str(text))}") from None
 
 
 def format_version(version: Version) -> str:
@@ -94,15 +106,65 @@ def _codes(key: str, value: Any, where: str) -> tuple[str, ...]:
     return codes
 
 
+def glob_problem(glob: str) -> str | None:
+    """What makes a glob malformed as `fnmatch` reads it, else None: a `[` without its
+    `]` (fnmatch quietly matches it as a literal `[`), or a set with a reversed range
+    such as `[z-a]` (fnmatch quietly drops it; a set of only such ranges matches nothing).
+    The set is scanned as `fnmatch.translate` scans it."""
+    i, n = 0, len(glob)
+    while i < n:
+        if glob[i] != "[":
+            i += 1
+            continue
+        start = i + 1
+        j = start
+        if j < n and glob[j] == "!":
+            j += 1
+        if j < n and glob[j] == "]":  # a `]` first in the set is a member
+            j += 1
+        while j < n and glob[j] != "]":
+            j += 1
+        if j >= n:
+            return f"an unclosed `[` at character {i + 1}"
+        members = glob[start + 1 if glob[start] == "!" else start:j]
+        # Ranges as fnmatch finds them: each `-` after the first member, not last.
+        k = 1
+        while (k := members.find("-", k)) > 0 and k < len(members) - 1:
+            low, high = members[k - 1], members[k + 1]
+            if low > high:
+                return f"a reversed range `{low}-{high}`"
+            k += 3
+        i = j + 1
+    return None
+
+
+def _globs(key: str, value: Any, where: str) -> tuple[str, ...]:
+    globs = _string_list(key, value, where)
+    for glob in globs:
+        _check_glob(key, glob, where)
+    return globs
+
+
+def _check_glob(key: str, glob: str, where: str) -> None:
+    problem = glob_problem(glob)
+    if problem:
+        raise ConfigError(f"{where}: `{key}`: glob {echoed(glob)} has {problem}")
+
+
 def _per_file_ignores(key: str, value: Any, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: `{key}` must be a table of glob = [codes]")
+    for glob in value:
+        _check_glob(key, glob, where)
     return tuple((glob, _codes(f"{key}.{glob}", codes, where)) for glob, codes in value.items())
 
 
 def _version(key: str, value: Any, where: str) -> Version:
+    if not isinstance(value, str):
+        # A TOML number would lose a release: 2.10 reads as the float 2.1.
+        raise ConfigError(f"{where}: `{key}` must be a string like \"2.10\"")
     try:
-        return parse_version(value if isinstance(value, str) else str(value))
+        return parse_version(value)
     except ValueError as err:
         raise ConfigError(f"{where}: `{key}`: {err}") from None
 
@@ -111,7 +173,7 @@ def _identifiers(key: str, value: Any, where: str) -> tuple[str, ...]:
     names = _string_list(key, value, where)
     for name in names:
         if not all(part.isidentifier() for part in name.split(".")):
-            raise ConfigError(f"{where}: `{key}`: {name!r} is not a dotted Python name")
+            raise ConfigError(f"{where}: `{key}`: {echoed(name)} is not a dotted Python name")
     return names
 
 
@@ -145,7 +207,7 @@ _KEYS = {
     "select": ("select", _codes),
     "ignore": ("ignore", _codes),
     "extend-select": ("extend_select", _codes),
-    "exclude": ("exclude", _string_list),
+    "exclude": ("exclude", _globs),
     "per-file-ignores": ("per_file_ignores", _per_file_ignores),
     "cstorch-version": ("cstorch_version", _version),
     "optimizer-bases": ("optimizer_bases", _identifiers),
@@ -165,7 +227,8 @@ def config_from_table(table: dict[str, Any], source: Path | None) -> Config:
     for key, value in table.items():
         if key not in _KEYS:
             known = ", ".join(sorted(_KEYS))
-            raise ConfigError(f"{where}: unknown key `{key}` in [tool.cslint] (known: {known})")
+            raise ConfigError(f"{where}: unknown key `{cut_short(key)}` in [tool.cslint] "
+                              f"(known: {known})")
         field_name, validate = _KEYS[key]
         values[field_name] = validate(key, value, where)
     for relative in ("baseline", "cache_dir"):
@@ -177,14 +240,26 @@ def config_from_table(table: dict[str, Any], source: Path | None) -> Config:
 
 def load_config_file(path: Path) -> Config:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except OSError as err:
         raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ConfigError(f"{path}: not valid UTF-8 (byte 0x{raw[err.start]:02x} on line "
+                          f"{line}), as TOML must be") from None
+    except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
-    table = data.get("tool", {}).get("cslint", {})
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply") \
+            from None
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: `tool` must be a table (holding [tool.cslint])")
+    table = tool.get("cslint", {})
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [tool.cslint] must be a table")
+        raise ConfigError(f"{path}: `tool.cslint` must be a table ([tool.cslint])")
     return config_from_table(table, path)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import stat
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -119,7 +120,25 @@ def walk_python_files(root: Path, exclude: ExcludeMatcher) -> list[Path]:
 
 def display_path(path: Path, given: str) -> str:
     """Paths are reported as the user passed them: relative stays relative."""
-    return os.path.normpath(given) if given else str(path)
+    return printable(os.path.normpath(given) if given else str(path))
+
+
+# A name's bytes that are not UTF-8 (Python keeps them as surrogate escapes, which no
+# UTF-8 output can encode), and control characters (a line break would split a line).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def printable(name: str) -> str:
+    """A file name as cslint shows it: each byte that is not UTF-8 as `\\xff`, each
+    control character as `\\x0a`; a strict UTF-8 stdout and JSON take it."""
+    return _UNPRINTABLE.sub(_escaped, name)
+
+
+def _escaped(match: re.Match) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # the surrogate escape of byte code - 0xDC00
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def project_path(path: Path, root: Path | None) -> str:

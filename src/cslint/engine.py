@@ -14,8 +14,9 @@ from typing import Callable
 
 from cslint.codes import selected_by_any
 from cslint.config import Config
+from cslint.deep_stack import with_deep_stack
 from cslint.diagnostics import Finding
-from cslint.discovery import ExcludeMatcher, Target, display_path, project_path, \
+from cslint.discovery import ExcludeMatcher, Target, display_path, printable, project_path, \
     walk_python_files
 from cslint.fingerprints import with_fingerprints
 from cslint.project_files import LoadedFile, ProjectFiles, load_file, project_files_for
@@ -56,6 +57,9 @@ class LintResult:
     checked_paths: list[Path] = field(default_factory=list)
     # Their syntax trees, by display path (fixes locate calls in them).
     trees: dict[str, ast.Module] = field(default_factory=dict)
+    # Every input's path, by display path: those not read too (a display path escapes
+    # what a name cannot show, so it does not lead back to the file).
+    input_paths: dict[str, Path] = field(default_factory=dict)
     # The rules that ran.
     rules: list[Rule] = field(default_factory=list)
     # The project's folder, resolved (None without inputs): paths in the project are
@@ -77,21 +81,24 @@ def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResul
         try:
             mode = stat_mode(path, shown)
         except InputError as error:
+            result.input_paths[shown] = path
             result.errors.append(error)
             continue
         if stat.S_ISDIR(mode):
             found = walk_python_files(path, exclude)
             if not found:
-                result.notices.append(f"{given}: no Python files to check")
+                result.notices.append(f"{printable(given)}: no Python files to check")
             for file in found:
                 shown = display_path(file, str(path / file.relative_to(path)))
                 targets.append(Target(file, shown))
         # A file named explicitly is checked even when excluded, unless forced out.
         elif not (force_exclude and exclude.excludes(path)):
             targets.append(Target(path, shown))
+    result.input_paths.update((target.display_path, target.path) for target in targets)
     return targets
 
 
+@with_deep_stack
 def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = None,
          project_root: Path | None = None, *, apply_noqa: bool = True,
          fingerprints: bool = False, cache: CacheOptions | None = None,
@@ -199,6 +206,8 @@ class _Run:
                 result.errors.append(err)
         if stdin is not None:
             name, raw = stdin
+            result.input_paths[printable(name)] = Path(name).absolute()
+            name = printable(name)
             result.checked_paths.append(Path(name).absolute())
             try:
                 if len(raw) > max_size:  # as the same code in a file would be

@@ -125,8 +125,14 @@ TOO_DEEP = "too deeply nested to analyse"
 def internal_error(error: Exception, where: str | None = None) -> str:
     """The problem line for a bug of ours: the file is reported, the others still checked."""
     place = f" while analysing {where}" if where else ""
-    return (f"internal error{place} ({type(error).__name__}: {error}); other files were "
-            "checked; please report this")
+    return f"internal error{place} ({bug_summary(error)}); other files were checked; " \
+        "please report this"
+
+
+def bug_summary(error: BaseException) -> str:
+    """`TypeError: message`, on one line (a message may hold line breaks)."""
+    message = " ".join(str(error).split())
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 # Characters `str.splitlines` breaks at and Python does not (form feed, NEL, U+2028...):

@@ -155,7 +155,8 @@ def _artifact(report: Report, shown: str) -> dict:
     path = report.project_paths.get(shown, shown.replace("\\", "/"))
     if PurePosixPath(path).is_absolute() or PureWindowsPath(path).drive:
         return {"uri": _file_uri(path)}
-    return {"uri": quote(path), "uriBaseId": SOURCE_ROOT}
+    # A name that is not UTF-8 keeps its bytes (surrogate escapes): percent-encoded.
+    return {"uri": quote(path, errors="surrogateescape"), "uriBaseId": SOURCE_ROOT}
 
 
 def _file_uri(path: str) -> str:

@@ -158,7 +158,7 @@ class SchedulerMissingClosedForm(Rule):
         lr_form = closed_form_status(project, ref, "_get_closed_form_lr", version)
         if ClosedForm.UNKNOWN in (generic, lr_form):
             return None
-        is_lr = CSTORCH_SCHEDULERS[1] in project.ancestor_names(ref)
+        is_lr = CSTORCH_SCHEDULERS[1] in project.known_ancestors(ref)
         name = ref.short_name
         returns = "returning the value as a tensor computed from the step (self.last_epoch)"
         if version is None:

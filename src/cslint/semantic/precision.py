@@ -239,7 +239,7 @@ class _Reaches:
     def _is_autograd_op_method(self, function: FunctionInfo) -> bool:
         owner = self.class_of(function)
         return owner is not None and function.name in ("forward", "backward") and bool(
-            self.project.ancestor_names(self.project.ref_for_info(owner)) & AUTOGRAD_FUNCTIONS)
+            self.project.known_ancestors(self.project.ref_for_info(owner)) & AUTOGRAD_FUNCTIONS)
 
     def class_of(self, function: FunctionInfo) -> ClassInfo | None:
         return self.module.classes.get(function.class_name) if function.class_name else None

@@ -12,7 +12,7 @@ import ast
 import posixpath
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Protocol, Union
+from typing import Callable, Protocol, TypeVar, Union
 
 from cslint.config import Config, Version
 from cslint.semantic.module_index import (
@@ -22,8 +22,11 @@ from cslint.semantic.official import (
     CSTORCH_OPTIMIZER, CSTORCH_SCHEDULERS, MACHINERY_FILES, NEUTRAL_BASES, NN_MODULE,
     TORCH_OPTIMIZER, TORCH_SCHEDULERS, OfficialApi, OfficialClass,
 )
+from cslint.semantic.torch_api import AUTOGRAD_FUNCTIONS
 
 Symbol = Union[ClassInfo, FunctionInfo, OfficialClass]
+T = TypeVar("T")
+_MISSING = object()
 _MAX_REEXPORT_HOPS = 16
 
 
@@ -100,10 +103,17 @@ class ProjectIndex:
         self._machinery: dict[int, str | None] = {}
         self._resolved_in_module: dict[tuple[int, str], Symbol | None] = {}
         self._callees: dict[tuple[int, str], tuple] = {}
-        self._mro: dict[int, list[ClassRef]] = {}
-        self._ancestor_names: dict[int, frozenset[str]] = {}
+        # The names `known_ancestors` records: those the analyses ask about.
+        self.known_names = frozenset({*self.optimizer_roots, *self.scheduler_roots,
+                                      TORCH_OPTIMIZER, *TORCH_SCHEDULERS, NN_MODULE,
+                                      *AUTOGRAD_FUNCTIONS})
+        self._lineages: dict[int, _Lineage] = {}
         self._kinds: dict[int, ClassKinds] = {}
-        self._method_tables: dict[tuple, tuple[dict[str, MethodLookup], MethodLookup | None]] = {}
+        # By version, then by class: every name the MRO resolves, and what others get.
+        self._method_tables: dict[Version | None, dict[int, tuple[dict[str, MethodLookup],
+                                                                  MethodLookup | None]]] = {}
+        # By class, version and the class after which super() looks.
+        self._tables_after: dict[tuple, tuple[dict[str, MethodLookup], MethodLookup | None]] = {}
         self._entry_methods: dict[tuple[int, Version | None], dict[str, MethodLookup]] = {}
         # What each module's names resolved into: by id of the module a name was written
         # in (None: a name given whole), the modules whose indexes the resolution read
@@ -364,33 +374,98 @@ class ProjectIndex:
         return result
 
     def mro(self, ref: ClassRef) -> list[ClassRef]:
-        key = id(ref)
-        if key in self._mro:
-            return self._mro[key]
-        self._mro[key] = [ref]  # a cycle in the bases ends here
-        base_refs = self.bases(ref)
-        sequences = [list(self.mro(b)) for b in base_refs] + [list(base_refs)]
-        self._mro[key] = [ref] + _c3_merge(sequences)
-        return self._mro[key]
+        """`ref`, then its ancestors in Python's method resolution order (C3)."""
+        lineage = self._lineage(ref)
+        return lineage.shared[lineage.length - 1::-1]
 
-    def ancestor_names(self, ref: ClassRef) -> frozenset[str]:
-        key = id(ref)
-        if key not in self._ancestor_names:
-            names: set[str] = set()
-            for entry in self.mro(ref):
-                names.add(canonical(entry.name))
-                root = self.machinery_root(entry)
-                if root:
-                    names.add(root)
-                if entry.official is not None:
-                    names.add(entry.official.qualname)
-            self._ancestor_names[key] = frozenset(names)
-        return self._ancestor_names[key]
+    def known_ancestors(self, ref: ClassRef) -> frozenset[str]:
+        """The names among `known_names` (the optimizer and scheduler bases, nn.Module,
+        autograd.Function: what the analyses ask about) of the classes `ref` is or
+        derives from. Only those: a set of every ancestor's name for each class of a
+        chain of 10,000 would hold 50 million names."""
+        return self._lineage(ref).known_names
+
+    def _lineage(self, ref: ClassRef) -> "_Lineage":
+        lineage = self._lineages.get(id(ref))
+        return lineage if lineage is not None else self._linearise(ref)
+
+    def _linearise(self, start: ClassRef) -> "_Lineage":
+        """The lineage of `start` and of each ancestor not yet seen, each computed once
+        from its bases' (bases first, depth first, in order, as the recursive definition
+        reads; without recursion, as a chain of classes may be 10,000 deep)."""
+        lineages = self._lineages
+        lineages[id(start)] = _Lineage.placeholder(start)
+        pending = [(start, self.bases(start), 0)]
+        while pending:
+            ref, bases, done = pending[-1]
+            if done < len(bases):
+                pending[-1] = (ref, bases, done + 1)
+                base = bases[done]
+                if id(base) not in lineages:
+                    lineages[id(base)] = _Lineage.placeholder(base)
+                    pending.append((base, self.bases(base), 0))
+                continue
+            pending.pop()
+            lineages[id(ref)] = self._lineage_from_bases(ref, bases)
+        return lineages[id(start)]
+
+    def _lineage_from_bases(self, ref: ClassRef, bases: list[ClassRef]) -> "_Lineage":
+        of_bases = [self._lineages[id(base)] for base in bases]
+        own = self._own_known_names(ref)
+        if any(lineage.cyclic for lineage in of_bases):
+            # Bases that derive from each other (Python refuses them; a name may still
+            # resolve so): the general merge, and the names read off the order itself.
+            order = [ref] + _c3_merge([lineage.order() for lineage in of_bases] + [bases])
+            names = frozenset(name for entry in order for name in self._own_known_names(entry))
+            return _Lineage(order[::-1], len(order), names, bases, cyclic=True)
+        if len(of_bases) == 1:
+            # One base: its order with `ref` in front. A base that ends its shared list
+            # (the last class of a chain so far) lends it: `ref` is appended, not copied.
+            base = of_bases[0]
+            if base.length == len(base.shared):
+                shared = base.shared
+                shared.append(ref)
+            else:
+                shared = base.shared[:base.length] + [ref]
+            names = base.known_names if own <= base.known_names else base.known_names | own
+            return _Lineage(shared, base.length + 1, names, bases)
+        order = [ref] + _c3_merge([lineage.order() for lineage in of_bases] + [bases])
+        names = own.union(*(lineage.known_names for lineage in of_bases))
+        return _Lineage(order[::-1], len(order), names, bases)
+
+    def along_mro(self, ref: ClassRef, cache: dict[int, T],
+                  whole: Callable[[list[ClassRef]], T], extend: Callable[[ClassRef, T], T]) -> T:
+        """What `whole(self.mro(ref))` gives, memoised by class in `cache`. `extend(entry,
+        summary)` must give `whole([entry, *order])` from `summary = whole(order)`: a
+        class with one base extends its base's summary, so the classes of a chain of
+        10,000 cost 10,000 steps, not 50 million (nor a recursion 10,000 deep)."""
+        found = cache.get(id(ref), _MISSING)
+        if found is not _MISSING:
+            return found
+        climbed = []  # `ref` and the ancestors up to the first summarised on its own
+        top = ref
+        while id(top) not in cache:
+            lineage = self._lineage(top)
+            if lineage.cyclic or len(lineage.bases) != 1:
+                cache[id(top)] = whole(self.mro(top))
+                break
+            climbed.append(top)
+            top = lineage.bases[0]
+        summary = cache[id(top)]
+        for entry in reversed(climbed):
+            summary = cache[id(entry)] = extend(entry, summary)
+        return summary
+
+    def _own_known_names(self, entry: ClassRef) -> frozenset[str]:
+        names = {canonical(entry.name), self.machinery_root(entry)}
+        if entry.official is not None:
+            names.add(entry.official.qualname)
+        return frozenset(names & self.known_names)
 
     def kinds(self, ref: ClassRef) -> ClassKinds:
         found = self._kinds.get(id(ref))
         if found is None:
-            names = self.ancestor_names(ref)
+            names = self.known_ancestors(ref)
             found = self._kinds[id(ref)] = ClassKinds(
                 cstorch_optimizer=bool(names & self.optimizer_roots),
                 torch_optimizer=TORCH_OPTIMIZER in names,
@@ -415,23 +490,41 @@ class ProjectIndex:
         """Every name the MRO (after `after`) resolves, and what other names get: one
         table per class, merged from each entry's own table (analyses ask for every
         method of every class)."""
+        if after is None:
+            return self.along_mro(ref, self._method_tables.setdefault(version, {}),
+                                  lambda order: self._table_of(order, version),
+                                  lambda entry, inherited: self._table_with(
+                                      entry, inherited, version))
         key = (id(ref), version, id(after))
-        found = self._method_tables.get(key)
+        found = self._tables_after.get(key)
         if found is None:
             order = self.mro(ref)
-            if after is not None:
-                positions = [i for i, entry in enumerate(order) if entry is after]
-                order = order[positions[0] + 1:] if positions else []
-            others = None
-            for position, entry in enumerate(order):
-                if entry.unknown:  # it may define any name the entries before it do not
-                    order, others = order[:position], UNKNOWN_METHOD
-                    break
-            table: dict[str, MethodLookup] = {}
-            for entry in reversed(order):  # nearer entries override farther ones
-                table.update(self._own_methods(entry, version))
-            found = self._method_tables[key] = (table, others)
+            positions = [i for i, entry in enumerate(order) if entry is after]
+            order = order[positions[0] + 1:] if positions else []
+            found = self._tables_after[key] = self._table_of(order, version)
         return found
+
+    def _table_of(self, order: list[ClassRef], version: Version | None
+                  ) -> tuple[dict[str, MethodLookup], MethodLookup | None]:
+        others = None
+        for position, entry in enumerate(order):
+            if entry.unknown:  # it may define any name the entries before it do not
+                order, others = order[:position], UNKNOWN_METHOD
+                break
+        table: dict[str, MethodLookup] = {}
+        for entry in reversed(order):  # nearer entries override farther ones
+            table.update(self._own_methods(entry, version))
+        return table, others
+
+    def _table_with(self, entry: ClassRef, inherited: tuple[dict[str, MethodLookup],
+                                                            MethodLookup | None],
+                    version: Version | None
+                    ) -> tuple[dict[str, MethodLookup], MethodLookup | None]:
+        """`_table_of([entry, *order])` from the table of `order` (`entry` is known: an
+        unknown class has no bases)."""
+        own = self._own_methods(entry, version)
+        table, others = inherited
+        return ({**table, **own}, others) if own else inherited
 
     def _own_methods(self, entry: ClassRef, version: Version | None) -> dict[str, MethodLookup]:
         """The names one class defines itself: methods, then attributes assigned in its
@@ -487,22 +580,62 @@ class ProjectIndex:
         return result
 
 
+@dataclass(slots=True)
+class _Lineage:
+    """A class's MRO, kept root first as the first `length` entries of `shared` (the
+    classes of a chain of single inheritance share one list), with what the project
+    index derives from it along the way."""
+
+    shared: list[ClassRef]
+    length: int
+    known_names: frozenset[str]
+    bases: list[ClassRef]
+    # Its bases derive from it (Python refuses that; a name may still resolve so).
+    cyclic: bool = False
+
+    @classmethod
+    def placeholder(cls, ref: ClassRef) -> "_Lineage":
+        """What a class's bases see of it while its MRO is being computed: a cycle in
+        the bases ends there."""
+        return cls([ref], 1, frozenset(), [], cyclic=True)
+
+    def order(self) -> list[ClassRef]:
+        return self.shared[self.length - 1::-1]
+
+
 def _c3_merge(sequences: list[list[ClassRef]]) -> list[ClassRef]:
-    result: list[ClassRef] = []
+    """C3: take the first head that no sequence holds further on, drop it from every
+    sequence, again. Each sequence is read from a moving start and a count says how
+    many hold each class past their start, so each step costs the number of sequences,
+    not their lengths."""
     sequences = [s for s in sequences if s]
-    while sequences:
-        for sequence in sequences:
-            head = sequence[0]
-            if not any(head in s[1:] for s in sequences):
+    starts = [0] * len(sequences)
+    further_on: dict[int, int] = {}
+    for sequence in sequences:
+        for entry in sequence[1:]:
+            further_on[id(entry)] = further_on.get(id(entry), 0) + 1
+    result: list[ClassRef] = []
+    while True:
+        head = None
+        for sequence, start in zip(sequences, starts):
+            if start < len(sequence) and not further_on.get(id(sequence[start])):
+                head = sequence[start]
                 break
-        else:
-            # Inconsistent hierarchy (Python would refuse it): keep a depth-first order.
-            for sequence in sequences:
-                for entry in sequence:
-                    if entry not in result:
-                        result.append(entry)
-            return result
+        if head is None:
+            break
         result.append(head)
-        sequences = [[e for e in s if e is not head] for s in sequences]
-        sequences = [s for s in sequences if s]
+        for index, sequence in enumerate(sequences):
+            start = starts[index]
+            if start < len(sequence) and sequence[start] is head:
+                starts[index] = start = start + 1
+                if start < len(sequence):
+                    further_on[id(sequence[start])] -= 1
+    if any(start < len(sequence) for sequence, start in zip(sequences, starts)):
+        # Inconsistent hierarchy (Python would refuse it): keep a depth-first order.
+        taken = {id(entry) for entry in result}
+        for sequence, start in zip(sequences, starts):
+            for entry in sequence[start:]:
+                if id(entry) not in taken:
+                    taken.add(id(entry))
+                    result.append(entry)
     return result

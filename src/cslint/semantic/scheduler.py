@@ -258,7 +258,7 @@ class SchedulerAnalysis:
     def driven_keys(self, ref: ClassRef, cstorch: bool) -> set[str]:
         if not cstorch:
             return {"lr"}
-        names = self.project.ancestor_names(ref)
+        names = self.project.known_ancestors(ref)
         if CSTORCH_SCHEDULERS[1] in names:
             return {"lr"}
         if CSTORCH_SCHEDULERS[2] in names:

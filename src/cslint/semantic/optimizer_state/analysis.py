@@ -43,7 +43,11 @@ class OptimizerStateAnalysis:
         self.created_keys: dict[int, tuple[frozenset[str], bool]] = {}
         # Walks that did not depend on their class: (calls made, how `self.x` resolved).
         self._class_free_calls: dict[tuple, tuple[list[FunctionCall], list[tuple]]] = {}
-        self._global_step: dict[int, bool] = {}
+        self._global_step: dict[int, bool] = {}  # by id of an __init__
+        # Summaries of each class's MRO (`ProjectIndex.along_mro`), by id of its ref.
+        self._global_step_by_class: dict[int, bool] = {}
+        self._method_names_by_class: dict[int, list[str]] = {}
+        self._official_keys_by_class: dict[int, tuple[frozenset[str], bool]] = {}
 
     def run(self) -> None:
         # Classes sharing a method find the same facts in it: keep the first of each.
@@ -191,13 +195,22 @@ class OptimizerStateAnalysis:
         return True
 
     def _method_names(self, ref: ClassRef) -> list[str]:
+        """The project methods along the MRO (not machinery's), nearest first, each once,
+        but preinitialize and step."""
+        return self.project.along_mro(ref, self._method_names_by_class, self._methods_of_order,
+                                      lambda entry, names: self._methods_of_order([entry], names))
+
+    def _methods_of_order(self, order: list[ClassRef], then: list[str] = ()) -> list[str]:
         names: dict[str, None] = {}  # ordered, without repeats
-        for entry in self.project.mro(ref):
+        for entry in order:
             if entry.info is None or self.project.is_machinery(entry):
                 continue
             for name in entry.info.methods:
                 if name not in ("preinitialize", "step"):
                     names[name] = None
+        if not names:
+            return list(then)
+        names.update(dict.fromkeys(then))
         return list(names)
 
     def _entry(self, ref: ClassRef, name: str, role: Role) -> FunctionCall | None:
@@ -222,30 +235,47 @@ class OptimizerStateAnalysis:
         """Keys created by bases we only know from the official table, and the global step."""
         project = self.project
         preinit = project.find_method(optimizer_class.ref, "preinitialize", self.version)
-        for entry in project.mro(optimizer_class.ref):
-            if entry.official is not None:
-                optimizer_class.created_keys |= entry.official.state_keys
-                if entry.official.global_step:
-                    optimizer_class.created_keys.add("step")
-            elif entry.unknown:
-                optimizer_class.open_keys = True
+        official_keys, unknown_base = project.along_mro(
+            optimizer_class.ref, self._official_keys_by_class, self._official_keys,
+            lambda entry, inherited: self._official_keys([entry], inherited))
+        optimizer_class.created_keys |= official_keys
+        optimizer_class.open_keys = optimizer_class.open_keys or unknown_base
         if preinit is not None and preinit.function is None and preinit.owner.unknown:
             optimizer_class.open_keys = True
         if self._enables_global_step(optimizer_class.ref):
             optimizer_class.created_keys.add("step")
 
+    @staticmethod
+    def _official_keys(order: list[ClassRef], then: tuple[frozenset[str], bool] = (
+            frozenset(), False)) -> tuple[frozenset[str], bool]:
+        """The state keys the official classes of `order` create, and whether a class we
+        cannot see is among them (it may create any key); `then`: those of the classes
+        after `order`."""
+        keys, unknown = set(then[0]), then[1]
+        for entry in order:
+            if entry.official is not None:
+                keys |= entry.official.state_keys
+                if entry.official.global_step:
+                    keys.add("step")
+            elif entry.unknown:
+                unknown = True
+        return (then[0] if len(keys) == len(then[0]) else frozenset(keys)), unknown
+
     def _enables_global_step(self, ref: ClassRef) -> bool:
         """`super().__init__(params, defaults, enable_global_step=...)` anywhere up the MRO."""
-        for entry in self.project.mro(ref):
-            init = entry.info.methods.get("__init__") if entry.info else None
-            if init is None or self.project.is_machinery(entry):
-                continue
-            if id(init) not in self._global_step:
-                self._global_step[id(init)] = init.mentions("__init__(") and \
-                    _init_enables_global_step(init)
-            if self._global_step[id(init)]:
-                return True
-        return False
+        return self.project.along_mro(
+            ref, self._global_step_by_class,
+            lambda order: any(self._init_enables_global_step(entry) for entry in order),
+            lambda entry, inherited: inherited or self._init_enables_global_step(entry))
+
+    def _init_enables_global_step(self, entry: ClassRef) -> bool:
+        init = entry.info.methods.get("__init__") if entry.info else None
+        if init is None or self.project.is_machinery(entry):
+            return False
+        if id(init) not in self._global_step:
+            self._global_step[id(init)] = init.mentions("__init__(") and \
+                _init_enables_global_step(init)
+        return self._global_step[id(init)]
 
 
 def _init_enables_global_step(init: FunctionInfo) -> bool:
