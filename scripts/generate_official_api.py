@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from cslint.config import Config
+from cslint.config import DEFAULT_MAX_FILE_SIZE, Config
 from cslint.semantic.module_index import build_module_index
 from cslint.semantic.official import OfficialApi
 from cslint.semantic.optimizer_state import OptimizerStateAnalysis
@@ -39,7 +39,7 @@ RETURNS_TENSOR = {BASE_OPTIMIZER: ["increment_global_step"]}
 
 
 def load(path: Path, module_name: str):
-    source = SourceFile.read(path, str(path))
+    source = SourceFile.read(path, str(path), DEFAULT_MAX_FILE_SIZE)
     return build_module_index(source.parse(), path, str(path), module_name)
 
 
