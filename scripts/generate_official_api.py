@@ -96,7 +96,7 @@ def main() -> None:
                 entry["before"] = RELEASE_DIFFERENCES["optimizer_base"]
             if info.qualname == BASE_LR_SCHEDULER:
                 entry["before"] = RELEASE_DIFFERENCES["lr_scheduler_base"]
-            elif kinds.cstorch_scheduler and BASE_LR_SCHEDULER in project.ancestor_names(ref):
+            elif kinds.cstorch_scheduler and BASE_LR_SCHEDULER in project.known_ancestors(ref):
                 entry["before"] = RELEASE_DIFFERENCES["lr_scheduler"]
             if info.qualname in RETURNS_TENSOR:
                 entry["returns_tensor"] = RETURNS_TENSOR[info.qualname]
