@@ -129,12 +129,7 @@ class FindingsCache:
         """A database that cannot be read: removed (a corrupt file would fail every run)
         where possible, unused for the rest of this run."""
         self.usable = False
-        if self._connection is not None:
-            try:
-                self._connection.close()
-            except sqlite3.Error:
-                pass
-            self._connection = None
+        self.close()
         for suffix in ("", "-wal", "-shm"):
             try:
                 os.unlink(f"{self.path}{suffix}")

@@ -162,12 +162,13 @@ class _CachedRun:
         result.checked_paths.extend(part.checked_paths)
 
         project = self.run.project
-        modules = project.modules if project is not None else []
-        keys = [_key(module.path) for module in modules]
-        depends = depends_on(modules, project.reads, project.symbol_reads) \
-            if project is not None else []
-        depends_of = {keys[index]: [keys[j] for j in range(len(keys)) if bits >> j & 1]
-                      for index, bits in enumerate(depends)}
+        assert project is not None
+        keys = [_key(module.path) for module in project.modules]
+        depends = depends_on(project.modules, project.reads, project.symbol_reads)
+        # Read out only for the files whose entries are made or checked here.
+        wanted = batch_keys | self.held.keys()
+        depends_of = {keys[index]: [keys[j] for j in _members(bits)]
+                      for index, bits in enumerate(depends) if keys[index] in wanted}
         self._save_batch(batch, part, {_key(loaded.source.path) for loaded in checked},
                          depends_of)
 
@@ -224,3 +225,11 @@ class _CachedRun:
                 result.sources[shown] = SourceFile.read(target.path, shown, self.max_size)
             except InputError:
                 pass
+
+
+def _members(bits: int):
+    """The positions of the bits set in `bits`, lowest first."""
+    while bits:
+        lowest = bits & -bits
+        yield lowest.bit_length() - 1
+        bits ^= lowest
