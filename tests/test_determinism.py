@@ -3,6 +3,7 @@ and without the cache."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -69,3 +70,39 @@ def test_a_helper_shared_by_two_files_is_explained_the_same_for_any_order(tmp_pa
                              ["shared.py", "second.py", "first.py"])}
     assert len(outputs) == 1
     assert b"First.step()" in outputs.pop()
+
+
+def _optimizer_using_a_shared_helper(name: str, lr_expression: str) -> str:
+    return ("import cerebras.pytorch as cstorch\nfrom shared import debiased\n\n\n"
+            f"class {name}(cstorch.optim.Optimizer):\n"
+            "    def preinitialize(self):\n        pass\n\n"
+            "    def step(self, closure=None):\n"
+            "        for group in self.param_groups:\n"
+            f"            lr = {lr_expression}\n"
+            "            for p in group['params']:\n"
+            "                p.add_(p.grad, alpha=-debiased(lr, 0.9))\n")
+
+
+def test_a_shared_helper_explains_each_caller_by_its_own_argument(tmp_path):
+    """`debiased()` is analysed once for both callers; each finding's explanation still
+    follows its own caller's `lr`, so it cannot change with the order of files or with
+    which files a cached run re-reads."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "shared.py").write_text(
+        "def debiased(step_size, beta):\n    return step_size / (1 - beta)\n")
+    (tmp_path / "first.py").write_text(
+        _optimizer_using_a_shared_helper("First", "group['lr']"))
+    (tmp_path / "second.py").write_text(
+        _optimizer_using_a_shared_helper("Second", "group['lr'] * group['gamma']"))
+    fresh = check(tmp_path, "--no-cache", "second.py", "first.py", "shared.py")
+    assert check(tmp_path, "--no-cache", "first.py", "second.py", "shared.py") == fresh
+    findings = {item["path"]: item["message"] for item in json.loads(fresh)
+                if item["code"] == "CS205"}
+    assert "group['lr'] * group['gamma']" in findings["second.py"]
+    assert "gamma" not in findings["first.py"]
+
+    assert check(tmp_path, "first.py", "second.py", "shared.py") == fresh  # cold cache
+    with open(tmp_path / "first.py", "a") as edited:
+        edited.write("# an edit\n")
+    # A warm run re-checks first.py alone: what it says equals a fresh run.
+    assert check(tmp_path, "first.py", "second.py", "shared.py") == fresh

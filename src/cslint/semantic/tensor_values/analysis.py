@@ -11,11 +11,28 @@ from cslint.semantic.project import ClassRef, ProjectIndex
 from cslint.semantic.tensor_values.class_attributes import ClassAttributes
 from cslint.semantic.tensor_values.entries import EntryPoints, declares_non_tensor
 from cslint.semantic.tensor_values.evidence import ParameterEvidence
-from cslint.semantic.tensor_values.facts import TracedFact, fact_kind
-from cslint.semantic.tensor_values.values import Value, value_signature, without_class
+from cslint.semantic.tensor_values.facts import TracedFact, fact_kind, fact_order, with_chain
+from cslint.semantic.tensor_values.values import (
+    ArgumentChain, Value, argument_chains, filled, filled_chain, holds_placeholder,
+    value_signature, with_argument_placeholders, without_class,
+)
 from cslint.semantic.tensor_values.walker import FunctionWalker
 
 MAX_CALL_DEPTH = 24
+
+
+class _Summary:
+    """A function's analysis under one argument signature. `returned` and `open_facts`
+    (facts whose chain ends in an argument's chain) hold placeholders of `owner`, filled
+    in at each call site."""
+
+    __slots__ = ("returned", "open_facts", "owner", "per_call")
+
+    def __init__(self, returned: Value, open_facts: list, owner: object):
+        self.returned = returned
+        self.open_facts = open_facts
+        self.owner = owner
+        self.per_call = bool(open_facts) or holds_placeholder(returned, owner)
 
 
 class TensorValueAnalysis:
@@ -35,12 +52,15 @@ class TensorValueAnalysis:
         self.attributes_of = self.class_attributes.attributes_of
         self.forward_of = self.class_attributes.forward_of
         self.python_state_keys = self.class_attributes.python_state_keys
-        self._summaries: dict[tuple, Value] = {}
+        self._summaries: dict[tuple, _Summary] = {}
         self._class_dependent: dict[tuple, bool] = {}
-        self._class_free_summaries: dict[tuple, Value] = {}
+        self._class_free_summaries: dict[tuple, _Summary] = {}
+        # Per summary being computed: its placeholder owner and the facts left open.
+        self._open: list[tuple[object, list[TracedFact]]] = []
         self._class_use: list[bool] = []  # per summary being computed: did it use its class?
         self._in_progress: set[tuple] = set()
-        self._facts: dict[tuple, TracedFact] = {}  # the first fact of each kind and place
+        self._facts: dict[tuple, TracedFact] = {}  # one fact of each kind and place
+        self._fact_orders: dict[tuple, tuple] = {}
         self._facts_by_module: dict[int, list[TracedFact]] | None = None
         self._depth = 0
         self._non_tensor_parameters: dict[int, frozenset[str]] = {}
@@ -82,11 +102,31 @@ class TensorValueAnalysis:
         return self._facts_by_module.get(id(module), [])
 
     def record(self, fact: TracedFact) -> None:
-        # Summaries under several argument values find the same fact again.
+        chain = getattr(fact, "chain", None)
+        if chain and chain[-1].__class__ is ArgumentChain:
+            # From an argument: reported once a call site fills the chain in.
+            owner = chain[-1].owner
+            for open_owner, open_facts in reversed(self._open):
+                if open_owner is owner:
+                    open_facts.append(fact)
+                    return
+            fact = with_chain(fact, chain[:-1])  # escaped its summary: no known origin
         node = fact.node
         key = (id(fact.function.module), node.lineno, node.col_offset, fact_kind(fact))
-        if key not in self._facts:
+        found = self._facts.get(key)
+        if found is None:
             self._facts[key] = fact
+            return
+        # Summaries under several argument values, and callers, find the same fact again.
+        if found is fact or found == fact:
+            return
+        order = fact_order(fact)
+        found_order = self._fact_orders.get(key)
+        if found_order is None:
+            found_order = self._fact_orders[key] = fact_order(found)
+        if order < found_order:
+            self._facts[key] = fact
+            self._fact_orders[key] = order
 
     # ---- summaries ----------------------------------------------------------------------
 
@@ -101,32 +141,50 @@ class TensorValueAnalysis:
         # A summary that never looked at the class (no `self.x`, no MRO lookup) holds for
         # every class that inherits the function.
         class_free_key = (id(function), tuple(without_class(s) for s in signature), closure_id)
-        if key in self._summaries:
+        found = self._summaries.get(key)
+        if found is not None:
             self.note_class_use(self._class_dependent[key])
-            return self._summaries[key]
-        if class_free_key in self._class_free_summaries:
-            return self._class_free_summaries[class_free_key]
-        if key in self._in_progress or self._depth >= MAX_CALL_DEPTH:
-            return None  # recursion: assume nothing
+        else:
+            found = self._class_free_summaries.get(class_free_key)
+        if found is None:
+            if key in self._in_progress or self._depth >= MAX_CALL_DEPTH:
+                return None  # recursion: assume nothing
+            found = self._computed(key, class_free_key, function, ref, bindings, closure)
+        if not found.per_call:
+            return found.returned
+        chains = argument_chains(bindings)
+        owner = found.owner
+        for fact in found.open_facts:
+            self.record(with_chain(fact, filled_chain(fact.chain, owner, chains)))
+        return filled(found.returned, owner, chains)
+
+    def _computed(self, key: tuple, class_free_key: tuple, function: FunctionInfo,
+                  ref: ClassRef | None, bindings: tuple, closure: dict | None) -> _Summary:
+        owner = object()
+        open_facts: list[TracedFact] = []
         self._in_progress.add(key)
         self._walked.add(id(function.node))
         self._depth += 1
         self._class_use.append(False)
+        self._open.append((owner, open_facts))
         try:
-            walker = FunctionWalker(self, function, ref, bindings, closure)
+            walker = FunctionWalker(self, function, ref,
+                                    with_argument_placeholders(bindings, owner), closure)
             walker.run()
             result = walker.returned
         finally:
             self._depth -= 1
             self._in_progress.discard(key)
             used_class = self._class_use.pop()
-        self._summaries[key] = result
+            self._open.pop()
+        computed = _Summary(result, open_facts, owner)
+        self._summaries[key] = computed
         self._class_dependent[key] = used_class
         if used_class:
             self.note_class_use(True)
         else:
-            self._class_free_summaries[class_free_key] = result
-        return result
+            self._class_free_summaries[class_free_key] = computed
+        return computed
 
     def note_class_use(self, used: bool) -> None:
         """The function being analysed depends on its class (directly or via a callee)."""

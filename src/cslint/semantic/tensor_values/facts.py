@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Union
 
@@ -100,3 +100,19 @@ def fact_kind(fact: TracedFact) -> object:
     if type(fact) is ScalarArgument:
         return (ScalarArgument, fact.scheduled)
     return type(fact)
+
+
+def with_chain(fact: TracedFact, chain: tuple) -> TracedFact:
+    return replace(fact, chain=chain)
+
+
+def fact_order(fact: TracedFact) -> tuple:
+    """Which of two facts of one kind at one place is reported: the one with the shortest
+    explanation, then by its text. A canonical choice, so the explanation never depends on
+    which caller the analysis happened to walk first (the order of files, the cache)."""
+    chain = getattr(fact, "chain", ())
+    subject = getattr(fact, "subject", None) or getattr(fact, "mask", None)
+    where = (subject.lineno, subject.col_offset) if subject is not None else ()
+    return (len(chain), tuple(map(str, chain)), where,
+            *(str(getattr(fact, name, "") or "") for name in
+              ("reader", "position", "method", "keyword", "op")))

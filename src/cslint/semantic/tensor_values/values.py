@@ -271,6 +271,114 @@ def source_step(node: ast.AST) -> ChainStep:
     return ChainStep("{}", node)
 
 
+# ---- argument chains ---------------------------------------------------------------------
+# A summary is shared by every call site with the same signature, but each call site's
+# arguments came from somewhere else. So a summary is computed with each argument tensor's
+# chain replaced by a placeholder, and the call site puts its own chain in its place (in
+# the returned value and in the facts found inside): an explanation never follows the
+# caller that happened to compute the summary first.
+
+class ArgumentChain:
+    """The chain an argument tensor brings into a summary: `slot` in the order of
+    `argument_chains()`. It is always the oldest step of a chain (chains grow newest
+    first) and is replaced before any finding is reported."""
+
+    __slots__ = ("owner", "slot")
+
+    def __init__(self, owner: object, slot: int):
+        self.owner = owner  # the summary computation it belongs to
+        self.slot = slot
+
+    def __str__(self) -> str:
+        return "an argument"  # only if a value escaped its summary (a returned closure)
+
+
+def with_argument_placeholders(bindings: tuple, owner: object) -> tuple:
+    """`bindings` with each tensor's chain a placeholder of `owner`, slot by slot in the
+    order `argument_chains()` reads them."""
+    slots = [0]
+
+    def placed(value: Value) -> Value:
+        kind = value.__class__
+        if kind is Tensor:
+            slot = slots[0]
+            slots[0] += 1
+            return Tensor(value.device, (ArgumentChain(owner, slot),), value.scheduled,
+                          value.boolean)
+        if kind is Sequence:
+            return Sequence(tuple(placed(item) for item in value.items))
+        if kind is Container:
+            return Container(placed(value.element), value.mapping, placed(value.key))
+        return value
+
+    return tuple(placed(binding) for binding in bindings)
+
+
+def argument_chains(bindings: tuple) -> list[tuple]:
+    """The chains of the tensors in `bindings`, slot by slot."""
+    chains: list[tuple] = []
+
+    def read(value: Value) -> None:
+        kind = value.__class__
+        if kind is Tensor:
+            chains.append(value.why)
+        elif kind is Sequence:
+            for item in value.items:
+                read(item)
+        elif kind is Container:
+            read(value.element)
+            read(value.key)
+
+    for binding in bindings:
+        read(binding)
+    return chains
+
+
+def open_chain(chain: tuple, owner: object) -> bool:
+    """Whether `chain` ends in a placeholder of `owner`."""
+    return bool(chain) and chain[-1].__class__ is ArgumentChain and chain[-1].owner is owner
+
+
+def filled_chain(chain: tuple, owner: object, chains: list[tuple]) -> tuple:
+    """`chain` with a placeholder of `owner` replaced by the call site's chain."""
+    if open_chain(chain, owner):
+        return (*chain[:-1], *chains[chain[-1].slot])[:4]
+    return chain
+
+
+def filled(value: Value, owner: object, chains: list[tuple]) -> Value:
+    """A summary's returned value with `owner`'s placeholders replaced by the call site's
+    chains."""
+    kind = value.__class__
+    if kind is Tensor:
+        if open_chain(value.why, owner):
+            return value.changed(why=filled_chain(value.why, owner, chains))
+        return value
+    if kind is Sequence:
+        return Sequence(tuple(filled(item, owner, chains) for item in value.items))
+    if kind is Container:
+        return Container(filled(value.element, owner, chains), value.mapping,
+                         filled(value.key, owner, chains))
+    if kind is Items:
+        return Items(filled(value.owner, owner, chains), value.view)
+    return value
+
+
+def holds_placeholder(value: Value, owner: object) -> bool:
+    """Whether a returned value carries a placeholder of `owner` (else it is returned
+    to every call site as it is)."""
+    kind = value.__class__
+    if kind is Tensor:
+        return open_chain(value.why, owner)
+    if kind is Sequence:
+        return any(holds_placeholder(item, owner) for item in value.items)
+    if kind is Container:
+        return holds_placeholder(value.element, owner) or holds_placeholder(value.key, owner)
+    if kind is Items:
+        return holds_placeholder(value.owner, owner)
+    return False
+
+
 # ---- signatures --------------------------------------------------------------------------
 # A summary is cached under its arguments' signatures: what of each value it depends on.
 
