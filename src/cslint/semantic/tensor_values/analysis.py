@@ -11,7 +11,9 @@ from cslint.semantic.project import ClassRef, ProjectIndex
 from cslint.semantic.tensor_values.class_attributes import ClassAttributes
 from cslint.semantic.tensor_values.entries import EntryPoints, declares_non_tensor
 from cslint.semantic.tensor_values.evidence import ParameterEvidence
-from cslint.semantic.tensor_values.facts import TracedFact, fact_kind, fact_order, with_chain
+from cslint.semantic.tensor_values.facts import (
+    TracedFact, fact_kind, fact_order, reading_order, with_chain,
+)
 from cslint.semantic.tensor_values.values import (
     ArgumentChain, Value, argument_chains, filled, filled_chain, holds_placeholder,
     value_signature, with_argument_placeholders, without_class,
@@ -93,10 +95,12 @@ class TensorValueAnalysis:
         grouped: dict[int, list[TracedFact]] = {}
         for fact in self._facts.values():
             grouped.setdefault(id(fact.function.module), []).append(fact)
+        for facts in grouped.values():
+            facts.sort(key=reading_order)  # not the order of the callers walked first
         self._facts_by_module = grouped
 
     def facts_in(self, module: ModuleIndex) -> list[TracedFact]:
-        """The module's facts, in the order the analysis found them."""
+        """The module's facts, by place in the file."""
         if self._facts_by_module is None:
             raise RuntimeError("TensorValueAnalysis.run() has not run")
         return self._facts_by_module.get(id(module), [])

@@ -114,5 +114,11 @@ def fact_order(fact: TracedFact) -> tuple:
     subject = getattr(fact, "subject", None) or getattr(fact, "mask", None)
     where = (subject.lineno, subject.col_offset) if subject is not None else ()
     return (len(chain), tuple(map(str, chain)), where,
-            *(str(getattr(fact, name, "") or "") for name in
-              ("reader", "position", "method", "keyword", "op")))
+            *(str(getattr(fact, name, "")) for name in
+              ("condition", "scheduled", "reader", "position", "method", "keyword", "op")))
+
+
+def reading_order(fact: TracedFact) -> tuple:
+    """Facts by place in the file, then canonically (a rule reports one per place)."""
+    node = fact.node
+    return (node.lineno, node.col_offset, type(fact).__name__, fact_order(fact))
