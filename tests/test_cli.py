@@ -504,10 +504,11 @@ def test_rules_and_explain_and_version(project):
 def test_python_dash_m_and_no_torch_import(project):
     """A plain check imports neither torch nor libcst nor the runtime reference."""
     probe = (
-        "import sys, runpy\n"
+        "import sys\n"
+        "from cslint.cli import main\n"  # (`python -m cslint` ends with os._exit)
         "sys.argv = ['cslint', 'check', 'lazy.py']\n"
         "try:\n"
-        "    runpy.run_module('cslint', run_name='__main__')\n"
+        "    main()\n"
         "except SystemExit as exit:\n"
         "    code = exit.code\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'libcst')\n"

@@ -1,4 +1,4 @@
-from cslint.cli import main
+from cslint.cli import entry
 
 if __name__ == "__main__":
-    main()
+    entry()

@@ -7,6 +7,7 @@ ours; 130 interrupted (Ctrl-C).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -90,6 +91,28 @@ class _Commands(click.Group):
 @click.version_option(__version__, "--version", prog_name="cslint")
 def main() -> None:
     """Lint PyTorch code for Cerebras compliance before it reaches the cluster."""
+
+
+def entry() -> None:
+    """The `cslint` command: `main()`, then an immediate exit. Freeing a large run's
+    objects one by one as the interpreter ends took 2.9 s of an 8.8 s run over torch/
+    (its syntax trees); the operating system takes the memory back at once."""
+    try:
+        main()
+        code = EXIT_CLEAN
+    except SystemExit as exiting:
+        code = exiting.code
+    if code is None:
+        code = EXIT_CLEAN
+    elif not isinstance(code, int):
+        click.echo(code, err=True)
+        code = EXIT_ERROR
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader gone (`| head -1`), a stream closed
+            pass
+    os._exit(code)
 
 
 def resolve_config(paths: tuple[str, ...], config_path: str | None, no_config: bool) -> Config:
