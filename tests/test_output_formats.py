@@ -533,11 +533,12 @@ def test_show_source_underlines_by_terminal_columns():
     ("text", False), ("json", False), ("github", False), ("gitlab", False), ("sarif", True)])
 def test_only_sarif_loads_libcst(project, output_format, loads_libcst):
     probe = (
-        "import sys, runpy\n"
+        "import sys\n"
+        "from cslint.cli import main\n"  # (`python -m cslint` ends with os._exit)
         f"sys.argv = ['cslint', 'check', '--format', {output_format!r}, '-o', 'out', "
         "'pkg/mixed.py']\n"
         "try:\n"
-        "    runpy.run_module('cslint', run_name='__main__')\n"
+        "    main()\n"
         "except SystemExit as exit:\n"
         "    code = exit.code\n"
         "print('EXIT', code, 'LIBCST', 'libcst' in sys.modules, 'TORCH', 'torch' in sys.modules)\n"
