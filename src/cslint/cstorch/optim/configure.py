@@ -47,6 +47,7 @@ __all__ = [
 _LIBRARY_MODULES = (
     "cslint.cstorch.optim",
     "cslint.cstorch.optim.lr_scheduler",
+    "cslint.cstorch.optim.scheduler",
     "cslint.cstorch.optim.weight_decay_scheduler",
 )
 _BASES = (Optimizer, Scheduler, LRScheduler, WeightDecayScheduler)
