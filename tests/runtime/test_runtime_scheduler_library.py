@@ -303,3 +303,40 @@ def test_lr_schedulers_keep_the_production_attribute_names():
     assert (cyclic.base_val, cyclic.max_val) == (cyclic.base_lr, cyclic.max_lr) == (0.01, 0.1)
     # The closed form is named by the class that wrote it.
     assert scheduler._closed_form_owner() == "OneCycleScheduler._get_closed_form"
+
+
+def test_polynomial_decay_with_a_fractional_power_holds_the_end_value_after_total_iters():
+    values = run(lambda o: LR.PolynomialLR(o, 0.1, 0.02, total_iters=4, power=0.5), "lr", steps=8)
+    assert [row[0] for row in values[4:]] == pytest.approx([0.02] * 4)
+    assert values[2][0] == pytest.approx(0.08 * 0.5**0.5 + 0.02)
+
+
+def test_tagged_sequential_scheduler_round_trips_with_its_children():
+    def make(optimizer):
+        return LR.SequentialLR(
+            optimizer,
+            [LR.ConstantLR(optimizer, 0.05, param_group_tags="decay"), LR.StepLR(optimizer, 0.1, 2, 0.5, param_group_tags="decay")],
+            milestones=[3],
+            param_group_tags="decay",
+        )
+
+    def tagged_optimizer():
+        first, second = make_params(shapes=((2,), (2,)))
+        return make_optimizer([{"params": [first], "tags": "decay"}, {"params": [second], "lr": 0.7}])
+
+    optimizer = tagged_optimizer()
+    scheduler = make(optimizer)
+    for _ in range(4):
+        scheduler.step()
+    buffer = io.BytesIO()
+    torch.save(scheduler.state_dict(), buffer)
+    buffer.seek(0)
+    fresh_optimizer = tagged_optimizer()
+    fresh = make(fresh_optimizer)
+    fresh.load_state_dict(torch.load(buffer, weights_only=True))
+    assert fresh.param_group_tags == {"decay"}
+    for _ in range(5):
+        scheduler.step()
+        fresh.step()
+        assert torch.equal(fresh_optimizer.param_groups[0]["lr"], optimizer.param_groups[0]["lr"])
+    assert float(fresh_optimizer.param_groups[1]["lr"]) == pytest.approx(0.7)

@@ -412,12 +412,14 @@ class PolynomialScheduler(Scheduler):
             # ceil(t / T) in integers, at least 1 (step 0 is in the first period).
             periods = torch.div(step + (self.total_iters - 1), self.total_iters, rounding_mode="floor")
             decay_steps = torch.clamp(periods, min=1) * self.total_iters
+            remaining = 1.0 - torch.div(step, decay_steps)
         else:
-            decay_steps = self.total_iters
-        remaining = 1.0 - torch.div(step, decay_steps)
+            # Clamped so that a fractional power never sees a negative base.
+            remaining = 1.0 - torch.div(torch.clamp(step, max=self.total_iters), self.total_iters)
         decayed = remaining.pow(self.power) * (self.initial_val - self.end_val) + self.end_val
         if self.cycle:
             return decayed
+        # end_val from total_iters on, whatever the power (0^0 would be 1).
         return torch.where(step >= self.total_iters, _constant(step, self.end_val), decayed)
 
 
