@@ -340,3 +340,13 @@ def test_tagged_sequential_scheduler_round_trips_with_its_children():
         fresh.step()
         assert torch.equal(fresh_optimizer.param_groups[0]["lr"], optimizer.param_groups[0]["lr"])
     assert float(fresh_optimizer.param_groups[1]["lr"]) == pytest.approx(0.7)
+
+
+class DoubledStepLR(LR.StepLR):
+    def _get_closed_form(self):
+        return super()._get_closed_form() * 2.0
+
+
+def test_a_subclass_may_build_on_a_library_closed_form_with_super():
+    values = run(lambda o: DoubledStepLR(o, 0.1, step_size=2, gamma=0.5), "lr", steps=5)
+    assert [row[0] for row in values] == pytest.approx([0.2, 0.2, 0.1, 0.1, 0.05])

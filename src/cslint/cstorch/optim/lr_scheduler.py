@@ -79,7 +79,11 @@ class LRScheduler(Scheduler, torch.optim.lr_scheduler.LRScheduler):
         return "lr"
 
     def _get_closed_form(self) -> torch.Tensor:
-        return self._closed_form_method()()
+        if self._closed_form_definition()[1] == "_get_closed_form_lr":
+            return self._get_closed_form_lr()
+        # A library schedule's, next in the MRO (also for a subclass's
+        # `super()._get_closed_form()`).
+        return super()._get_closed_form()
 
     def _get_closed_form_lr(self) -> torch.Tensor:
         raise NotImplementedError(
