@@ -1,6 +1,33 @@
 """Cerebras-compliant optimizer and scheduler bases (`cstorch.optim`)."""
 
 from cslint.cstorch.optim import lr_scheduler, scheduler, weight_decay_scheduler
+from cslint.cstorch.optim.adadelta import Adadelta
+from cslint.cstorch.optim.adagrad import Adagrad
+from cslint.cstorch.optim.adam import Adam, AdamBase, AdamW
+from cslint.cstorch.optim.adamax import Adamax
+from cslint.cstorch.optim.asgd import ASGD
+from cslint.cstorch.optim.nadam import NAdam
 from cslint.cstorch.optim.optimizer import Optimizer
+from cslint.cstorch.optim.radam import RAdam
+from cslint.cstorch.optim.rmsprop import RMSprop
+from cslint.cstorch.optim.rprop import Rprop
+from cslint.cstorch.optim.sgd import SGD
 
-__all__ = ["Optimizer", "lr_scheduler", "scheduler", "weight_decay_scheduler"]
+__all__ = [
+    "ASGD",
+    "Adadelta",
+    "Adagrad",
+    "Adam",
+    "AdamBase",
+    "AdamW",
+    "Adamax",
+    "NAdam",
+    "Optimizer",
+    "RAdam",
+    "RMSprop",
+    "Rprop",
+    "SGD",
+    "lr_scheduler",
+    "scheduler",
+    "weight_decay_scheduler",
+]
