@@ -233,14 +233,17 @@ def adam_update(p, grad, state, group):
     if group["amsgrad"]:
         torch.maximum(state["v_max"], second, out=state["v_max"])
         second = state["v_max"]
-    update = state["m"] / (second.sqrt() + group["eps"])
+    # p - lr * (u * s + weight_decay * p) with u = m / (sqrt(v) + eps),
+    # written as p * (1 - lr * weight_decay) + m / (denominator / (-lr * s)).
+    denominator = second.sqrt() + group["eps"]
+    scale = -lr
     if group["correct_bias"]:
-        update = update * (torch.sqrt(1 - state["beta2_power"]) / (1 - state["beta1_power"]))
+        scale = (torch.sqrt(1 - state["beta2_power"]) / (1 - state["beta1_power"])) * -lr
         state["beta1_power"].mul_(beta1)
         state["beta2_power"].mul_(beta2)
     if group["weight_decay"]:
-        update = update + p * group["weight_decay"]
-    p.copy_(p - update * lr)
+        p.mul_(1 - lr * group["weight_decay"])
+    p.addcdiv_(state["m"], denominator / scale)
 
 
 ADAM_CASES = [

@@ -10,21 +10,29 @@ and handed to the foreach ops as a list of 0-dim tensors.
 from __future__ import annotations
 
 import torch
+from torch.utils._foreach_utils import _group_tensors_by_device_and_dtype
 
-__all__ = ["device_groups", "gradients", "is_zero", "per_parameter"]
+__all__ = ["add_scaled_", "device_groups", "gradients", "is_zero", "per_parameter"]
 
 
-def device_groups(group: dict) -> list[list[torch.Tensor]]:
-    """The group's parameters that have a gradient, one list per device.
+def device_groups(group: dict) -> list[tuple[list, list]]:
+    """(parameters, gradients) of the group's parameters that have a
+    gradient, split by device and dtype as torch.optim's foreach path does.
 
-    Stacking per-parameter scalars needs them on one device; a group almost
-    always is.
+    Each gradient is read once, and the split is one call into torch's C++
+    grouping rather than a `.device` read per parameter: in strict mode every
+    tensor attribute read goes through the guard.
     """
-    by_device: dict = {}
+    params, grads = [], []
     for param in group["params"]:
-        if param.grad is not None:
-            by_device.setdefault(param.device, []).append(param)
-    return list(by_device.values())
+        grad = param.grad
+        if grad is not None:
+            params.append(param)
+            grads.append(grad)
+    if not params:
+        return []
+    grouped = _group_tensors_by_device_and_dtype([params, grads])
+    return [(lists[0], lists[1]) for lists, _ in grouped.values()]
 
 
 def is_zero(value) -> bool:
@@ -36,13 +44,12 @@ def is_zero(value) -> bool:
     return not isinstance(value, torch.Tensor) and value == 0
 
 
-def gradients(params: list, maximize: bool = False, weight_decay=0.0) -> list:
-    """The gradients, negated for `maximize`, plus `weight_decay * p` (L2).
+def gradients(params: list, grads: list, maximize: bool = False, weight_decay=0.0) -> list:
+    """`grads` negated for `maximize`, plus `weight_decay * p` (L2).
 
     Never writes into `p.grad`. A tensor weight decay (from a weight-decay
     scheduler) is multiplied in as a tensor.
     """
-    grads = [param.grad for param in params]
     if maximize:
         grads = torch._foreach_neg(grads)
     if is_zero(weight_decay):
@@ -55,3 +62,15 @@ def gradients(params: list, maximize: bool = False, weight_decay=0.0) -> list:
 def per_parameter(values: torch.Tensor) -> list[torch.Tensor]:
     """A stacked vector of per-parameter scalars as 0-dim tensors for foreach ops."""
     return list(values.unbind())
+
+
+def add_scaled_(params: list, directions: list, scale) -> None:
+    """`p <- p + scale * d` in place, for a Python or 0-dim tensor `scale`
+    (a scheduled lr is a tensor: it must not become a Python `alpha=`).
+
+    One fused op without temporaries: every new tensor a step makes is one
+    more for strict mode to track.
+    """
+    if not isinstance(scale, torch.Tensor):
+        scale = torch.tensor(scale, dtype=params[0].dtype, device=params[0].device)
+    torch._foreach_addcmul_(params, directions, [scale] * len(params))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from cslint.cstorch.creation_ops import zeros_like
-from cslint.cstorch.optim._foreach import device_groups, gradients
+from cslint.cstorch.optim._foreach import add_scaled_, device_groups, gradients
 from cslint.cstorch.optim.optimizer import Optimizer
 
 __all__ = ["Adadelta"]
@@ -67,8 +67,8 @@ class Adadelta(Optimizer):
                 loss = closure()
         for group in self.param_groups:
             rho, eps = group["rho"], group["eps"]
-            for params in device_groups(group):
-                grads = gradients(params, group["maximize"], group["weight_decay"])
+            for params, grads in device_groups(group):
+                grads = gradients(params, grads, group["maximize"], group["weight_decay"])
                 square_avgs = [self.state[p]["square_avg"] for p in params]
                 acc_deltas = [self.state[p]["acc_delta"] for p in params]
                 torch._foreach_mul_(square_avgs, rho)
@@ -81,5 +81,5 @@ class Adadelta(Optimizer):
                 torch._foreach_mul_(deltas, grads)
                 torch._foreach_mul_(acc_deltas, rho)
                 torch._foreach_addcmul_(acc_deltas, deltas, deltas, value=1.0 - rho)
-                torch._foreach_add_(params, torch._foreach_mul(deltas, -group["lr"]))
+                add_scaled_(params, deltas, -group["lr"])
         return loss

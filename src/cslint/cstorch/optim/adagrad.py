@@ -76,10 +76,10 @@ class Adagrad(Optimizer):
                 loss = closure()
         for group in self.param_groups:
             lr_decay = group["lr_decay"]
-            for params in device_groups(group):
+            for params, grads in device_groups(group):
                 steps = [self.state[p]["step"] for p in params]
                 torch._foreach_add_(steps, 1.0)
-                grads = gradients(params, group["maximize"], group["weight_decay"])
+                grads = gradients(params, grads, group["maximize"], group["weight_decay"])
                 sums = [self.state[p]["sum"] for p in params]
                 torch._foreach_addcmul_(sums, grads, grads, value=1.0)
                 stds = torch._foreach_sqrt(sums)

@@ -32,6 +32,8 @@ class AdamBase(Optimizer):
         u <- u * sqrt(1 - beta2^t) / (1 - beta1^t)   if correct_bias
         p <- p - lr * (u + weight_decay * p)
 
+    (computed as `p * (1 - lr * weight_decay) - lr * u`, in one pass).
+
     `beta1^t` and `beta2^t` are the float32 state tensors "beta1_power" and
     "beta2_power", multiplied by beta after each step (no step counter).
 
@@ -98,14 +100,14 @@ class AdamBase(Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            for params in device_groups(group):
-                self._update(group, params)
+            for params, grads in device_groups(group):
+                self._update(group, params, grads)
         return loss
 
-    def _update(self, group: dict, params: list) -> None:
+    def _update(self, group: dict, params: list, grads: list) -> None:
         beta1, beta2 = group["betas"]
         states = [self.state[p] for p in params]
-        grads = gradients(params, weight_decay=group["l2_regularization_rate"])
+        grads = gradients(params, grads, weight_decay=group["l2_regularization_rate"])
         exp_avgs = [state["exp_avg"] for state in states]
         exp_avg_sqs = [state["exp_avg_sq"] for state in states]
 
@@ -119,23 +121,28 @@ class AdamBase(Optimizer):
 
         denominators = torch._foreach_sqrt(second_moments)
         torch._foreach_add_(denominators, group["eps"])
-        updates = torch._foreach_div(exp_avgs, denominators)
 
+        # p <- p * (1 - lr * weight_decay) + m / (denominator / scale), with
+        # scale = -lr * sqrt(1 - beta2^t) / (1 - beta1^t): one pass over the
+        # parameters and no temporaries beyond the denominators (the shape of
+        # torch's capturable foreach Adam).
+        lr = group["lr"]
         if group["correct_bias"]:
             beta1_powers = [state["beta1_power"] for state in states]
             beta2_powers = [state["beta2_power"] for state in states]
             step_sizes = torch.sqrt(1.0 - torch.stack(beta2_powers)) / (
                 1.0 - torch.stack(beta1_powers)
             )
-            torch._foreach_mul_(updates, per_parameter(step_sizes))
+            torch._foreach_div_(denominators, per_parameter(step_sizes * -lr))
             torch._foreach_mul_(beta1_powers, beta1)
             torch._foreach_mul_(beta2_powers, beta2)
+        else:
+            torch._foreach_div_(denominators, -lr)
 
         weight_decay = group["weight_decay"]
         if not is_zero(weight_decay):
-            torch._foreach_add_(updates, torch._foreach_mul(params, weight_decay))
-        torch._foreach_mul_(updates, group["lr"])
-        torch._foreach_sub_(params, updates)
+            torch._foreach_mul_(params, 1.0 - lr * weight_decay)
+        torch._foreach_addcdiv_(params, exp_avgs, denominators)
 
     def load_state_dict(self, state_dict: dict) -> None:
         super().load_state_dict(_powers_from_torch_steps(state_dict))

@@ -72,9 +72,9 @@ class Adamax(Optimizer):
                 loss = closure()
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
-            for params in device_groups(group):
+            for params, grads in device_groups(group):
                 states = [self.state[p] for p in params]
-                grads = gradients(params, group["maximize"], group["weight_decay"])
+                grads = gradients(params, grads, group["maximize"], group["weight_decay"])
                 exp_avgs = [state["exp_avg"] for state in states]
                 exp_infs = [state["exp_inf"] for state in states]
                 beta1_powers = [state["beta1_power"] for state in states]

@@ -74,14 +74,14 @@ class ASGD(Optimizer):
                 loss = closure()
         for group in self.param_groups:
             lr, lambd = group["lr"], group["lambd"]
-            for params in device_groups(group):
+            for params, grads in device_groups(group):
                 states = [self.state[p] for p in params]
                 steps = [state["step"] for state in states]
                 etas = [state["eta"] for state in states]
                 mus = [state["mu"] for state in states]
                 averages = [state["ax"] for state in states]
                 torch._foreach_add_(steps, 1.0)
-                grads = gradients(params, group["maximize"], group["weight_decay"])
+                grads = gradients(params, grads, group["maximize"], group["weight_decay"])
 
                 eta = torch.stack(etas)
                 mu = torch.stack(mus)

@@ -82,14 +82,14 @@ class NAdam(Optimizer):
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             momentum_decay = group["momentum_decay"]
-            for params in device_groups(group):
+            for params, grads in device_groups(group):
                 states = [self.state[p] for p in params]
                 steps = [state["step"] for state in states]
                 mu_products = [state["mu_product"] for state in states]
                 exp_avgs = [state["exp_avg"] for state in states]
                 exp_avg_sqs = [state["exp_avg_sq"] for state in states]
                 torch._foreach_add_(steps, 1.0)
-                grads = gradients(params, weight_decay=group["weight_decay"])
+                grads = gradients(params, grads, weight_decay=group["weight_decay"])
 
                 step = torch.stack(steps)
                 bias_correction2 = 1.0 - torch.pow(beta2, step)

@@ -72,13 +72,13 @@ class RAdam(Optimizer):
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             rho_inf = 2.0 / (1.0 - beta2) - 1.0
-            for params in device_groups(group):
+            for params, grads in device_groups(group):
                 states = [self.state[p] for p in params]
                 steps = [state["step"] for state in states]
                 exp_avgs = [state["exp_avg"] for state in states]
                 exp_avg_sqs = [state["exp_avg_sq"] for state in states]
                 torch._foreach_add_(steps, 1.0)
-                grads = gradients(params, weight_decay=group["weight_decay"])
+                grads = gradients(params, grads, weight_decay=group["weight_decay"])
                 torch._foreach_lerp_(exp_avgs, grads, 1.0 - beta1)
                 torch._foreach_mul_(exp_avg_sqs, beta2)
                 torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1.0 - beta2)

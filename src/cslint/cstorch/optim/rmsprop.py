@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from cslint.cstorch.creation_ops import zeros_like
-from cslint.cstorch.optim._foreach import device_groups, gradients
+from cslint.cstorch.optim._foreach import add_scaled_, device_groups, gradients
 from cslint.cstorch.optim.optimizer import Optimizer
 
 __all__ = ["RMSprop"]
@@ -82,9 +82,9 @@ class RMSprop(Optimizer):
                 loss = closure()
         for group in self.param_groups:
             alpha, momentum = group["alpha"], group["momentum"]
-            for params in device_groups(group):
+            for params, grads in device_groups(group):
                 states = [self.state[p] for p in params]
-                grads = gradients(params, weight_decay=group["weight_decay"])
+                grads = gradients(params, grads, weight_decay=group["weight_decay"])
                 square_avgs = [state["square_avg"] for state in states]
                 torch._foreach_mul_(square_avgs, alpha)
                 torch._foreach_addcmul_(square_avgs, grads, grads, value=1.0 - alpha)
@@ -100,7 +100,7 @@ class RMSprop(Optimizer):
                     buffers = [state["momentum_buffer"] for state in states]
                     torch._foreach_mul_(buffers, momentum)
                     torch._foreach_addcdiv_(buffers, grads, denominators)
-                    torch._foreach_add_(params, torch._foreach_mul(buffers, -group["lr"]))
+                    add_scaled_(params, buffers, -group["lr"])
                 else:
                     torch._foreach_addcdiv_(params, torch._foreach_mul(grads, -group["lr"]), denominators)
         return loss

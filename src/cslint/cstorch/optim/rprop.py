@@ -67,16 +67,16 @@ class Rprop(Optimizer):
         for group in self.param_groups:
             etaminus, etaplus = group["etas"]
             step_size_min, step_size_max = group["step_sizes"]
-            for params in device_groups(group):
-                for p in params:
+            for params, grads in device_groups(group):
+                for p, gradient in zip(params, grads):
                     state = self.state[p]
                     previous, step_size = state["prev"], state["step_size"]
-                    sign = (p.grad * previous).sign()
+                    sign = (gradient * previous).sign()
                     factor = torch.where(
                         sign > 0, etaplus, torch.where(sign < 0, etaminus, torch.ones_like(sign))
                     )
                     step_size.mul_(factor).clamp_(step_size_min, step_size_max)
-                    grad = torch.where(factor == etaminus, 0.0, p.grad)
-                    p.addcmul_(grad.sign(), step_size, value=-1.0)
-                    previous.copy_(grad)
+                    kept = torch.where(factor == etaminus, 0.0, gradient)
+                    p.addcmul_(kept.sign(), step_size, value=-1.0)
+                    previous.copy_(kept)
         return loss

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from cslint.cstorch.creation_ops import zeros_like
-from cslint.cstorch.optim._foreach import device_groups, gradients
+from cslint.cstorch.optim._foreach import add_scaled_, device_groups, gradients
 from cslint.cstorch.optim.optimizer import Optimizer
 
 __all__ = ["SGD"]
@@ -78,8 +78,8 @@ class SGD(Optimizer):
                 loss = closure()
         for group in self.param_groups:
             momentum = group["momentum"]
-            for params in device_groups(group):
-                grads = gradients(params, group["maximize"], group["weight_decay"])
+            for params, grads in device_groups(group):
+                grads = gradients(params, grads, group["maximize"], group["weight_decay"])
                 if momentum != 0:
                     buffers = [self.state[p]["momentum_buffer"] for p in params]
                     torch._foreach_mul_(buffers, momentum)
@@ -88,6 +88,6 @@ class SGD(Optimizer):
                         grads = torch._foreach_add(grads, buffers, alpha=momentum)
                     else:
                         grads = buffers
-                torch._foreach_add_(params, torch._foreach_mul(grads, -group["lr"]))
+                add_scaled_(params, grads, -group["lr"])
         return loss
 
