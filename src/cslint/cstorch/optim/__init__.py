@@ -1,6 +1,11 @@
-"""Cerebras-compliant optimizer and scheduler bases (`cstorch.optim`)."""
+"""Cerebras-compliant optimizers, schedulers and their configure helpers (`cstorch.optim`)."""
 
 from cslint.cstorch.optim import lr_scheduler, scheduler, weight_decay_scheduler
+from cslint.cstorch.optim.adadelta import Adadelta
+from cslint.cstorch.optim.adagrad import Adagrad
+from cslint.cstorch.optim.adam import Adam, AdamBase, AdamW
+from cslint.cstorch.optim.adamax import Adamax
+from cslint.cstorch.optim.asgd import ASGD
 from cslint.cstorch.optim.configure import (
     configure_lr_scheduler,
     configure_optimizer,
@@ -8,10 +13,27 @@ from cslint.cstorch.optim.configure import (
     configure_scheduler,
     configure_scheduler_params,
 )
+from cslint.cstorch.optim.nadam import NAdam
 from cslint.cstorch.optim.optimizer import Optimizer
+from cslint.cstorch.optim.radam import RAdam
+from cslint.cstorch.optim.rmsprop import RMSprop
+from cslint.cstorch.optim.rprop import Rprop
+from cslint.cstorch.optim.sgd import SGD
 
 __all__ = [
+    "ASGD",
+    "Adadelta",
+    "Adagrad",
+    "Adam",
+    "AdamBase",
+    "AdamW",
+    "Adamax",
+    "NAdam",
     "Optimizer",
+    "RAdam",
+    "RMSprop",
+    "Rprop",
+    "SGD",
     "configure_lr_scheduler",
     "configure_optimizer",
     "configure_optimizer_params",
