@@ -234,7 +234,7 @@ def run_steps(optimizer, steps: int = 5) -> None:
         )
 
 
-class LinearLR(cstorch.optim.lr_scheduler.LRScheduler):
+class StraightLineLR(cstorch.optim.lr_scheduler.LRScheduler):
     """lr goes linearly from `start` to `end` over `total_iters` steps, then stays."""
 
     def __init__(self, optimizer, start, end, total_iters, param_group_tags=None):

@@ -925,3 +925,83 @@ def test_a_params_file_in_the_generic_scheduler_form_configures_the_same_run(tmp
     expected = expected_sgd_run(make_params(), warmup_then_constant, 8)
     for param, reference in zip(params, expected):
         torch.testing.assert_close(param.detach(), reference, rtol=1e-6, atol=1e-7)
+
+
+# -- with the library's own classes -----------------------------------------------------
+
+LIBRARY_PARAMS = """\
+trainer:
+  max_steps: 8
+optimizer:
+  optimizer_type: sgd
+  momentum: 0.9
+  weight_decay: 0.01
+  learning_rate:
+    - scheduler: Linear
+      initial_learning_rate: 0.0
+      end_learning_rate: 1.0e-2
+      total_iters: 3
+    - scheduler: ConstantLR
+      learning_rate: 5.0e-3
+"""
+
+
+def test_a_model_zoo_params_file_configures_the_library_sgd_and_its_schedule(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(LIBRARY_PARAMS, encoding="utf-8")
+    optimizer_params = dict(yaml.safe_load(path.read_text(encoding="utf-8"))["optimizer"])
+    optimizer_type = optimizer_params.pop("optimizer_type")
+    params = make_params()
+    optimizer = cstorch.optim.configure_optimizer(optimizer_type, params, **optimizer_params)
+    assert type(optimizer) is cstorch.optim.SGD
+    scheduler = cstorch.optim.configure_lr_scheduler(optimizer, optimizer_params["learning_rate"])
+    assert type(scheduler) is cstorch.optim.lr_scheduler.SequentialLR
+    assert scheduler.milestones == [3]
+
+    seen = run_configured(optimizer, scheduler, params, 8)
+    assert seen == pytest.approx([warmup_then_constant(step) for step in range(8)])
+    expected = expected_sgd_run(make_params(), warmup_then_constant, 8)
+    for param, reference in zip(params, expected):
+        torch.testing.assert_close(param.detach(), reference, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name, cls", [("adamw", "AdamW"), ("ADAM", "Adam"), ("rmsProp", "RMSprop"),
+                                       ("Adagrad", "Adagrad")])
+def test_configure_optimizer_builds_the_library_class_in_any_case(name, cls):
+    optimizer = cstorch.optim.configure_optimizer(name, make_params(), learning_rate=0.01)
+    assert type(optimizer) is getattr(cstorch.optim, cls)
+    assert [float(group["lr"]) for group in optimizer.param_groups] == [pytest.approx(0.01)]
+
+
+def test_a_number_as_learning_rate_is_the_library_constant_lr():
+    optimizer = cstorch.optim.configure_optimizer("SGD", make_params(), learning_rate=0.1)
+    scheduler = cstorch.optim.configure_lr_scheduler(optimizer, 0.02)
+    assert type(scheduler) is cstorch.optim.lr_scheduler.ConstantLR
+    assert lr_values(optimizer, scheduler, 3) == pytest.approx([0.02] * 3)
+
+
+def test_a_chained_list_is_the_library_chained_lr():
+    optimizer = cstorch.optim.configure_optimizer("SGD", make_params(), learning_rate=0.1)
+    scheduler = cstorch.optim.configure_lr_scheduler(optimizer, [
+        {"scheduler": "ConstantLR", "learning_rate": 0.1, "main_scheduler": "chained"},
+        {"scheduler": "ExponentialLR", "initial_learning_rate": 1.0, "total_iters": 1,
+         "decay_rate": 0.5},
+    ])
+    assert type(scheduler) is cstorch.optim.lr_scheduler.ChainedLR
+    assert lr_values(optimizer, scheduler, 4) == pytest.approx([0.1, 0.05, 0.025, 0.0125])
+
+
+def test_a_generic_weight_decay_sequence_configures_the_library_classes():
+    optimizer = cstorch.optim.configure_optimizer("SGD", make_params(), learning_rate=0.1,
+                                                  weight_decay=0.0)
+    scheduler = cstorch.optim.configure_scheduler(optimizer, {"SequentialWD": {"schedulers": [
+        {"LinearWD": {"initial_val": 0.0, "end_val": 0.3, "total_iters": 3}},
+        {"ConstantWD": {"val": 0.1}},
+    ]}})
+    assert type(scheduler) is cstorch.optim.weight_decay_scheduler.SequentialWD
+    values = []
+    for _ in range(5):
+        values.append(float(optimizer.param_groups[0]["weight_decay"]))
+        optimizer.step()
+        scheduler.step()
+    assert values == pytest.approx([0.0, 0.1, 0.2, 0.1, 0.1])

@@ -22,7 +22,7 @@ from cstorch_helpers import (
     BodyOptimizer,
     CompliantAdam,
     CompliantSGD,
-    LinearLR,
+    StraightLineLR,
     assert_compliance_error,
     make_params,
     set_new_grads,
@@ -130,7 +130,7 @@ def train_alone_or_not(strict: bool, seed: int, steps: int, start=None):
     """
     with cstorch.strict(strict):
         optimizer = CompliantAdam(make_params(seed=seed), lr=0.01)
-        scheduler = LinearLR(optimizer, start=0.01, end=0.001, total_iters=steps)
+        scheduler = StraightLineLR(optimizer, start=0.01, end=0.001, total_iters=steps)
         if start is not None:
             start.wait()
         for step in range(steps):
@@ -310,7 +310,7 @@ def test_a_strict_step_may_step_another_optimizer_and_each_is_restored():
 
 def test_guarded_regions_nest_through_trace_step_and_scheduler():
     optimizer = CompliantSGD(make_params(), momentum=0.9)
-    scheduler = LinearLR(optimizer, start=0.1, end=0.0, total_iters=4)
+    scheduler = StraightLineLR(optimizer, start=0.1, end=0.0, total_iters=4)
 
     @cstorch.trace
     def train_step():
@@ -432,7 +432,7 @@ def test_a_step_that_raises_leaves_no_mode_frozen_state_or_flag_behind(failure, 
     )
 
 
-class FailableLR(LinearLR):
+class FailableLR(StraightLineLR):
     failing = False
 
     def _get_closed_form_lr(self):
@@ -443,7 +443,7 @@ class FailableLR(LinearLR):
 
 def test_a_scheduler_step_that_raises_stays_on_its_step():
     scheduler = FailableLR(CompliantSGD(make_params()), start=0.1, end=0.0, total_iters=4)
-    never_failed = LinearLR(CompliantSGD(make_params()), start=0.1, end=0.0, total_iters=4)
+    never_failed = StraightLineLR(CompliantSGD(make_params()), start=0.1, end=0.0, total_iters=4)
     last_epoch = scheduler.last_epoch
     lr = scheduler.optimizer.param_groups[0]["lr"]
     scheduler.failing = True
@@ -574,7 +574,7 @@ def branch_on_weight_decay(opt, group, p, state):
 @pytest.mark.parametrize("copier", COPIES, ids=copy_id)
 def test_a_copied_scheduler_drives_the_copy_of_its_optimizer(copier):
     optimizer = CompliantAdam(make_params(), lr=0.01)
-    scheduler = LinearLR(optimizer, start=0.1, end=0.01, total_iters=5)
+    scheduler = StraightLineLR(optimizer, start=0.1, end=0.01, total_iters=5)
     optimizer.step()
     scheduler.step()
     scheduler_copy = copier(scheduler)

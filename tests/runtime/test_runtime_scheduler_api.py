@@ -12,7 +12,7 @@ import cslint.cstorch as cstorch
 from cstorch_helpers import (
     BodyOptimizer,
     CompliantSGD,
-    LinearLR,
+    StraightLineLR,
     assert_compliance_error,
     make_params,
     set_new_grads,
@@ -26,14 +26,14 @@ def lr_of(optimizer, group_index=0) -> float:
 
 
 def test_lr_scheduler_is_also_a_torch_lr_scheduler():
-    scheduler = LinearLR(CompliantSGD(make_params()), start=0.1, end=0.0, total_iters=4)
+    scheduler = StraightLineLR(CompliantSGD(make_params()), start=0.1, end=0.0, total_iters=4)
     assert isinstance(scheduler, torch.optim.lr_scheduler.LRScheduler)
     assert isinstance(scheduler, cstorch.optim.scheduler.Scheduler)
     assert scheduler.param_group_key == "lr"
 
 
 def test_last_epoch_is_an_int64_zero_dim_tensor():
-    scheduler = LinearLR(CompliantSGD(make_params()), start=0.1, end=0.0, total_iters=4)
+    scheduler = StraightLineLR(CompliantSGD(make_params()), start=0.1, end=0.0, total_iters=4)
     assert isinstance(scheduler.last_epoch, torch.Tensor)
     assert scheduler.last_epoch.dtype == torch.int64 and scheduler.last_epoch.dim() == 0
     assert scheduler.last_epoch.item() == 0
@@ -49,7 +49,7 @@ def test_value_used_at_optimizer_step_k_is_f_of_k():
         p.sub_(group["lr"] * p.grad)
 
     optimizer = BodyOptimizer(params[:1], record_lr, lr=99.0)
-    scheduler = LinearLR(optimizer, start=0.1, end=0.02, total_iters=4)
+    scheduler = StraightLineLR(optimizer, start=0.1, end=0.02, total_iters=4)
     # Construction writes f(0) into the groups, as a tensor.
     assert isinstance(optimizer.param_groups[0]["lr"], torch.Tensor)
     assert lr_of(optimizer) == pytest.approx(0.1)
@@ -64,7 +64,7 @@ def test_value_used_at_optimizer_step_k_is_f_of_k():
 
 def test_schedulers_register_with_their_optimizer_weakly():
     optimizer = CompliantSGD(make_params())
-    scheduler = LinearLR(optimizer, start=0.1, end=0.0, total_iters=4)
+    scheduler = StraightLineLR(optimizer, start=0.1, end=0.0, total_iters=4)
     assert optimizer.registered_schedulers() == [scheduler]
     del scheduler
     gc.collect()
@@ -81,12 +81,12 @@ def test_param_group_tags_select_the_scheduled_groups():
         ],
         lr=0.3,
     )
-    scheduler = LinearLR(optimizer, start=0.1, end=0.0, total_iters=10, param_group_tags="decay")
+    scheduler = StraightLineLR(optimizer, start=0.1, end=0.0, total_iters=10, param_group_tags="decay")
     assert [lr_of(optimizer, i) for i in range(3)] == pytest.approx([0.1, 0.5, 0.7])
     values = scheduler.get_last_value()
     assert values[1] is None and values[2] is None and float(values[0]) == pytest.approx(0.1)
 
-    untagged = LinearLR(optimizer, start=0.9, end=0.0, total_iters=10, param_group_tags=[None])
+    untagged = StraightLineLR(optimizer, start=0.9, end=0.0, total_iters=10, param_group_tags=[None])
     assert lr_of(optimizer, 2) == pytest.approx(0.9)
     assert lr_of(optimizer, 1) == pytest.approx(0.5)
     del untagged
@@ -95,14 +95,14 @@ def test_param_group_tags_select_the_scheduled_groups():
 def test_tags_matching_no_group_and_duplicate_tags_are_errors():
     optimizer = CompliantSGD([{"params": make_params()[:1], "tags": ["decay"]}])
     with pytest.raises(ValueError, match=r"\['missing'\] match no param group"):
-        LinearLR(optimizer, 0.1, 0.0, 10, param_group_tags=["decay", "missing"])
+        StraightLineLR(optimizer, 0.1, 0.0, 10, param_group_tags=["decay", "missing"])
     with pytest.raises(ValueError, match="duplicate"):
-        LinearLR(optimizer, 0.1, 0.0, 10, param_group_tags=["decay", "decay"])
+        StraightLineLR(optimizer, 0.1, 0.0, 10, param_group_tags=["decay", "decay"])
 
 
 def test_scheduler_needs_a_cstorch_optimizer():
     with pytest.raises(TypeError, match="not a cstorch.optim.Optimizer"):
-        LinearLR(torch.optim.SGD(make_params(), lr=0.1), 0.1, 0.0, 10)
+        StraightLineLR(torch.optim.SGD(make_params(), lr=0.1), 0.1, 0.0, 10)
 
 
 def test_closed_form_may_be_named_either_way():
@@ -157,7 +157,7 @@ def test_scheduled_weight_decay_cannot_drive_a_python_branch():
 
 def test_scheduler_state_dict_round_trips_through_weights_only_load():
     optimizer = CompliantSGD(make_params())
-    scheduler = LinearLR(optimizer, start=0.1, end=0.0, total_iters=10)
+    scheduler = StraightLineLR(optimizer, start=0.1, end=0.0, total_iters=10)
     for _ in range(3):
         scheduler.step()
     buffer = io.BytesIO()
@@ -166,7 +166,7 @@ def test_scheduler_state_dict_round_trips_through_weights_only_load():
     loaded = torch.load(buffer, weights_only=True)
     assert "optimizer" not in loaded
 
-    fresh = LinearLR(CompliantSGD(make_params()), start=0.1, end=0.0, total_iters=10)
+    fresh = StraightLineLR(CompliantSGD(make_params()), start=0.1, end=0.0, total_iters=10)
     fresh.load_state_dict(loaded)
     assert fresh.last_epoch.item() == 3 and fresh.last_epoch.dtype == torch.int64
     fresh.step()
@@ -232,7 +232,7 @@ def test_non_compliant_closed_forms_run_with_strict_off():
 
 
 def test_get_warns_outside_step_and_step_arguments_are_ignored_with_a_warning():
-    scheduler = LinearLR(CompliantSGD(make_params()), start=0.1, end=0.0, total_iters=10)
+    scheduler = StraightLineLR(CompliantSGD(make_params()), start=0.1, end=0.0, total_iters=10)
     with pytest.warns(UserWarning, match="get_last_value"):
         values = scheduler.get()
     assert float(values[0]) == pytest.approx(0.1)

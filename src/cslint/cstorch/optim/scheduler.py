@@ -700,7 +700,7 @@ class SequentialScheduler(_SchedulerOfSchedulers):
                 f"{len(schedulers)} schedulers and {len(milestones)} milestones"
             )
         self._schedulers = schedulers
-        self._milestones = list(milestones)
+        self.milestones = list(milestones)
         for scheduler in schedulers:
             _unregister(optimizer, scheduler)
         _check_children_tags(self, schedulers, param_group_tags)
@@ -709,11 +709,11 @@ class SequentialScheduler(_SchedulerOfSchedulers):
     def _child_epoch(self, index: int) -> torch.Tensor:
         if index == 0:
             return self.last_epoch
-        return torch.clamp(self.last_epoch - self._milestones[index - 1], min=0)
+        return torch.clamp(self.last_epoch - self.milestones[index - 1], min=0)
 
     def _get_closed_form(self) -> torch.Tensor:
         value = self._schedulers[0]._get_closed_form()
-        for milestone, scheduler in zip(self._milestones, self._schedulers[1:]):
+        for milestone, scheduler in zip(self.milestones, self._schedulers[1:]):
             value = torch.where(self.last_epoch < milestone, value, scheduler._get_closed_form())
         return value
 
