@@ -443,3 +443,26 @@ def test_parameters_without_gradients_are_left_alone():
         optimizer.step()
         assert torch.equal(params[0], before[0]) and torch.equal(params[2], before[2]), name
         assert not torch.equal(params[1], before[1]), name
+
+
+def test_a_weight_decay_scheduler_on_adam_adds_decoupled_decay_on_top_of_its_l2_term():
+    """As production: Adam keeps its `weight_decay` as the L2 rate, and a weight-decay
+    scheduler writes the group's `weight_decay`, which AdamBase applies decoupled."""
+    common = dict(lr=0.01, betas=(0.9, 0.999), eps=1e-6)
+
+    def scheduled_adam(params):
+        optimizer = optim.Adam(params, **common, weight_decay=0.1)
+        optimizer.scheduled = optim.weight_decay_scheduler.ConstantWD(optimizer, val=0.05)
+        return optimizer
+
+    params = [torch.nn.Parameter(value.clone()) for value in initial_values()]
+    optimizer = scheduled_adam(params)
+    for step in range(STEPS):
+        for index, param in enumerate(params):
+            param.grad = gradient(step, index, param)
+        optimizer.step()
+        optimizer.scheduled.step()
+    reference = run(lambda params: PerFormula(params, adam_update, adam_state, **common,
+                                              l2=0.1, weight_decay=0.05, correct_bias=True,
+                                              amsgrad=False))
+    assert_close([param.detach() for param in params], reference)
