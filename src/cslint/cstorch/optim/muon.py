@@ -80,8 +80,9 @@ class Muon(Optimizer):
     * production computes the new momentum buffer but never stores it, so its
       momentum never accumulates past one step; here the buffer is updated
       in place and kept in the optimizer state;
-    * production calls its Newton-Schulz helper as a method without `self`,
-      so its step fails; here the helper is a function;
+    * production defines its Newton-Schulz helper without `self` but calls it
+      as a method, so its step fails with a TypeError; here the helper is a
+      module function;
     * production rejects low-dimensional updates only inside that helper, at
       the first step; here the parameter is refused when it is added, naming
       its shape;
