@@ -36,7 +36,7 @@ class DataLoader:
         if not hasattr(built, "__iter__"):
             name = getattr(self.input_fn, "__qualname__", repr(self.input_fn))
             raise TypeError(
-                f"input_fn {name} returned a {type(built).__name__}: it must return a "
+                f"input_fn {name} returned a value of type {type(built).__name__}: it must return a "
                 "torch.utils.data.DataLoader or an iterable of tensor structures"
             )
         return built
