@@ -205,8 +205,9 @@ def test_optimizer_step_checks_its_arguments(cpu_backend):
     scaler = amp.GradScaler()
     with pytest.raises(ValueError, match="expects the loss as a tensor, got float"):
         amp.optimizer_step(1.0, optimizer, scaler)
+    torch_sgd = torch.optim.SGD(model.parameters(), lr=0.1)  # noqa: CS401 - the optimizer refused here
     with pytest.raises(TypeError, match="optimizer 0 is a SGD"):
-        amp.optimizer_step(loss_of(model), torch.optim.SGD(model.parameters(), lr=0.1), scaler)
+        amp.optimizer_step(loss_of(model), torch_sgd, scaler)
     with pytest.raises(TypeError, match="expects a cstorch.amp.GradScaler, got NoneType"):
         amp.optimizer_step(loss_of(model), optimizer, None)
     with pytest.raises(ValueError, match="max_gradient_norm must be a non-negative number, got -1"):
