@@ -22,3 +22,17 @@ def strict_mode_is_restored():
     left_on = cstorch.is_strict()
     cstorch.strict(True)
     assert left_on, "the test left strict mode off"
+
+
+@pytest.fixture(autouse=True)
+def no_backend_is_left_behind():
+    """A process has one cstorch backend: each test starts without one."""
+    yield
+    cstorch.local_backend.discard_backend()
+
+
+@pytest.fixture
+def cpu_backend():
+    """A fresh CPU backend for the test."""
+    cstorch.local_backend.discard_backend()
+    return cstorch.backend("CPU")
