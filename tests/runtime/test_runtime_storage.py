@@ -7,14 +7,14 @@ import pytest
 import torch
 
 import cslint.cstorch as cstorch
-from cstorch_helpers import CompliantAdam, LinearLR
+from cstorch_helpers import CompliantAdam, StraightLineLR
 
 
 def trained_state(cpu_backend):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
     optimizer = CompliantAdam(model.parameters(), lr=0.01)
-    scheduler = LinearLR(optimizer, start=0.01, end=0.001, total_iters=10)
+    scheduler = StraightLineLR(optimizer, start=0.01, end=0.001, total_iters=10)
     scaler = cstorch.amp.GradScaler(loss_scale="dynamic")
     for seed in range(3):
         inputs = torch.randn(5, 3, generator=torch.Generator().manual_seed(seed))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import cslint.cstorch as cstorch
-from cstorch_helpers import CompliantAdam, LinearLR, assert_compliance_error
+from cstorch_helpers import CompliantAdam, StraightLineLR, assert_compliance_error
 
 HERE = __file__
 
@@ -149,7 +149,7 @@ def test_batches_from_a_data_executor_keep_a_static_graph(cpu_backend):
 def test_a_scheduler_passed_to_the_step_with_its_optimizer_keeps_a_static_graph():
     model = make_model()
     optimizer = CompliantAdam(model.parameters(), lr=0.01)
-    scheduler = LinearLR(optimizer, start=0.01, end=0.001, total_iters=10)
+    scheduler = StraightLineLR(optimizer, start=0.01, end=0.001, total_iters=10)
 
     @cstorch.trace
     def training_step(inputs, optimizer, scheduler):
@@ -172,7 +172,7 @@ def test_a_scheduler_passed_to_the_step_with_its_optimizer_keeps_a_static_graph(
 def test_a_step_that_uses_a_global_optimizer_with_a_scheduler_keeps_a_static_graph():
     model = make_model()
     optimizer = CompliantAdam(model.parameters(), lr=0.01)
-    scheduler = LinearLR(optimizer, start=0.01, end=0.001, total_iters=10)
+    scheduler = StraightLineLR(optimizer, start=0.01, end=0.001, total_iters=10)
 
     @cstorch.trace
     def training_step(inputs):
