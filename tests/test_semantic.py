@@ -585,3 +585,29 @@ def test_a_chain_of_500_star_imports_and_100_recursive_helpers_are_analysed_in_s
     item_line = files["opt.py"].count("\n")  # the step's `.item()`, the last line
     assert ("opt.py", item_line, "CS204") in found  # Base seen through the 499 files
     assert {code for _, _, code in found} == {"CS101", "CS204"}  # each helper's state key
+
+
+def test_a_process_that_lints_again_sees_a_package_made_meanwhile(tmp_path):
+    """The language server and flake8 lint again and again in one process: an
+    `__init__.py` created between two runs makes `from pkg.base import` resolve."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "base.py").write_text(
+        "import cerebras.pytorch as cstorch\n\n\n"
+        "class Base(cstorch.optim.Optimizer):\n"
+        "    def preinitialize(self):\n        pass\n")
+    (package / "opt.py").write_text(
+        "import torch\nfrom pkg.base import Base\n\n\n"
+        "class Lazy(Base):\n"
+        "    def step(self, closure=None):\n"
+        "        for group in self.param_groups:\n"
+        "            for p in group['params']:\n"
+        "                state = self.state[p]\n"
+        "                if len(state) == 0:\n"
+        "                    state['m'] = torch.zeros_like(p)\n")
+    files = [str(package / "base.py"), str(package / "opt.py")]
+    before = lint(files, Config(select=("CS101",)), project_root=tmp_path)
+    (package / "__init__.py").write_text("")
+    after = lint(files, Config(select=("CS101",)), project_root=tmp_path)
+    assert [f.code for f in before.findings] == []
+    assert [f.code for f in after.findings] == ["CS101"]

@@ -16,13 +16,13 @@ from cslint.codes import selected_by_any
 from cslint.config import Config
 from cslint.deep_stack import with_deep_stack
 from cslint.diagnostics import Finding
-from cslint.discovery import ExcludeMatcher, Target, display_path, printable, project_path, \
-    walk_python_files
+from cslint.discovery import ExcludeMatcher, Target, display_path, is_package_folder, \
+    printable, project_path, walk_python_files
 from cslint.fingerprints import with_fingerprints
 from cslint.project_files import LoadedFile, ProjectFiles, load_file, project_files_for
 from cslint.rules import ModuleContext, Rule, select_rules
 from cslint.semantic.analyses import Analyses
-from cslint.semantic.module_index import ModuleIndex
+from cslint.semantic.module_index import ModuleIndex, module_name_for
 from cslint.semantic.official import load_official_api
 from cslint.semantic.project import ProjectIndex
 from cslint.source import TOO_DEEP, InputError, SourceFile, internal_error, stat_mode, \
@@ -116,6 +116,10 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
     processes (`cslint.parallel`); the output is the same for any number.
     `replaced` gives the content of checked files (by display path) in place of what is
     on disk: the fixed code, checked again before (or without) writing it."""
+    # Package folders and module names are memoised within a run; a process that lints
+    # again (the language server, flake8) must see an `__init__.py` created meanwhile.
+    is_package_folder.cache_clear()
+    module_name_for.cache_clear()
     collecting = gc.isenabled()
     # Every syntax tree stays alive for the run, so the cyclic collector would rescan a
     # growing heap of AST nodes again and again while they are built (measured: it
