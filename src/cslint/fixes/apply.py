@@ -324,8 +324,8 @@ class _FileFixer:
 
     def _import_edit(self, statement: str = CSTORCH_IMPORT) -> Edit:
         """`statement` (`import cerebras.pytorch as cstorch`) after the module's leading
-        imports (after
-        the docstring, or first, when there are none), as a line of its own."""
+        imports (after the docstring, or first, when there are none), as a line of its
+        own."""
         lines = _statement_lines(self.tree.body)
         insert_at = 0  # the number of statement lines the import follows
         for number, line in enumerate(lines):
