@@ -26,6 +26,7 @@ splices it into the text as read): comments and formatting elsewhere stay.
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -543,7 +544,7 @@ class _LazyStatePlan:
 
 # ---- syntax helpers -------------------------------------------------------------------
 
-_BUILTINS = set(dir(__import__("builtins")))
+_BUILTINS = set(dir(builtins))
 
 
 def _module_alias(tree: ast.Module, module: str) -> str | None:
