@@ -277,6 +277,57 @@ def _write_baseline(path: Path, paths: tuple[str, ...], config: Config,
     sys.exit(EXIT_ERROR if report.errors else EXIT_CLEAN)
 
 
+@main.command("port")
+@click.argument("paths", nargs=-1, required=True, type=str)
+@click.option("--diff", "show_diff", is_flag=True, help="Print the port as a unified diff "
+              "(the default); write nothing.")
+@click.option("--write", is_flag=True, help="Rewrite the files with their port.")
+@click.option("--verify", is_flag=True, help="Run each class and its port side by side "
+              "(needs torch) and report whether the numbers are equal and strict mode clean.")
+@click.option("--runtime-reference", is_flag=True, help="Import `cslint.cstorch as cstorch` "
+              "instead of `cerebras.pytorch`.")
+@click.option("--cstorch-version", callback=_version_option,
+              help="Target cstorch release (before 2.5: state_names_to_sparsify() is added).")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+              help="text: the diff, then one line per class on stderr; json: an array of "
+                   "the classes on stdout (no diff).")
+def port(paths, show_diff, write, verify, runtime_reference, cstorch_version, output_format):
+    """Rewrite the torch-style optimizers of PATHS into cstorch ones (a diff by default).
+
+    Exit 0 when every optimizer class is fully ported (and, with --verify, its numbers
+    equal and strict mode clean), 1 otherwise, 2 on input that cannot be read."""
+    from cslint.port.command import render_json, run_port
+
+    if show_diff and write:
+        raise click.UsageError("--diff and --write exclude each other")
+    try:
+        config = resolve_config(paths, None, False)
+    except ConfigError as err:
+        _error(str(err))
+        sys.exit(EXIT_ERROR)
+    config = config.with_overrides(cstorch_version=cstorch_version)
+    result = run_port(list(paths), config, write=write, verify=verify,
+                      runtime_reference=runtime_reference)
+    if output_format == "json":
+        _write_output(render_json(result, verify), None)
+    else:
+        if not write:
+            _write_output(result.diff, None)
+        for entry in result.classes:
+            click.echo(entry.as_text(verify), err=True)
+        for ported in result.ported:
+            for finding in ported.findings:
+                where = finding.location
+                click.echo(f"{finding.path}:{where.line}:{where.column}: {finding.code} "
+                           f"{finding.message}", err=True)
+    for problem in result.problems:
+        _error(problem)
+    if result.problems:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_CLEAN if all(c.fully_ported(verify) for c in result.classes)
+             else EXIT_FINDINGS)
+
+
 @main.command("rules")
 @click.option("--markdown", is_flag=True, help="Print the table as Markdown.")
 def rules_command(markdown: bool):

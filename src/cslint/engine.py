@@ -65,6 +65,9 @@ class LintResult:
     # The project's folder, resolved (None without inputs): paths in the project are
     # relative to it (`cslint.discovery.project_path`).
     project_root: Path | None = None
+    # The project index of the last batch checked: what the rules knew of its classes
+    # (`cslint.port` reads which classes are optimizers).
+    project: ProjectIndex | None = None
 
 
 def collect_targets(paths: list[str], exclude: ExcludeMatcher, result: LintResult,
@@ -167,6 +170,7 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
         from cslint.cached_run import check_with_cache
 
         check_with_cache(run, result, targets, files, cache)
+    result.project = run.project
     result.findings.sort(key=Finding.sort_key)
     result.errors = _unique_errors(result.errors)
     return result

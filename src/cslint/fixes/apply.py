@@ -159,6 +159,28 @@ def fix_replacements(sources: dict[str, SourceFile], findings: Iterable[Finding]
     return edits
 
 
+def cstorch_import_edit(source: SourceFile, tree: ast.Module, statement: str = CSTORCH_IMPORT
+                        ) -> Edit | None:
+    """The edit that adds `statement` (an import of cerebras.pytorch, or of its runtime
+    reference) where the fixes add theirs; None when the module imports it already."""
+    fixer = _FileFixer(source, [], tree)
+    return None if fixer.cstorch_alias is not None else fixer._import_edit(statement)
+
+
+def spliced(text: str, edits: list[Edit]) -> str:
+    """`text` with `edits` (in order, apart) made."""
+    return _spliced(text, 0, len(text), edits)
+
+
+def encoded(source: SourceFile, edits: list[Edit]) -> bytes:
+    """The file's bytes with `edits` (in order, apart) made, its encoding, BOM and the
+    bytes outside the edits kept (ValueError when they cannot be)."""
+    try:
+        return _encoded(source, edits)
+    except _UnfaithfulEncoding as error:
+        raise ValueError(str(error)) from None
+
+
 # ---- one file -----------------------------------------------------------------------------
 
 @dataclass
@@ -300,9 +322,10 @@ class _FileFixer:
             raise NotApplicable(WOULD_NOT_PARSE)
         return new[1:-1]
 
-    def _import_edit(self) -> Edit:
-        """`import cerebras.pytorch as cstorch` after the module's leading imports (after
-        the docstring, or first, when there are none), as a line of its own."""
+    def _import_edit(self, statement: str = CSTORCH_IMPORT) -> Edit:
+        """`statement` (`import cerebras.pytorch as cstorch`) after the module's leading
+        imports (after the docstring, or first, when there are none), as a line of its
+        own."""
         lines = _statement_lines(self.tree.body)
         insert_at = 0  # the number of statement lines the import follows
         for number, line in enumerate(lines):
@@ -313,7 +336,7 @@ class _FileFixer:
                 insert_at = number + 1
             elif number == 0 and _is_docstring(line):
                 insert_at = max(insert_at, 1)
-        newline, statement = self.newline, CSTORCH_IMPORT
+        newline = self.newline
         if insert_at == 0:
             # Before the first statement (after the comments heading the file), and a
             # blank line after it.

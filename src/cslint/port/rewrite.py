@@ -1,0 +1,710 @@
+"""The port of one file: rounds of lint -> edits at the findings' spans -> fixes.
+
+Each round lints the code as it now is and takes the first kind of edit that has
+something to do, in this order:
+
+1. the import of cerebras.pytorch (or its runtime reference), when the file has a
+   torch optimizer class;
+2. CS105: the base `torch.optim.Optimizer` -> `cstorch.optim.Optimizer`;
+3. CS101 under a lazy-initialisation check: the check and what it creates move into a
+   generated `preinitialize()`; a Python step counter (`state["step"] = 0` ...
+   `state["step"] += 1`) becomes the global step (`enable_global_step=True`,
+   `self.increment_global_step(p)`);
+4. CS204 / CS203 in expressions: `math.sqrt(t)` -> `torch.sqrt(t)`, `max(t, eps)` ->
+   `torch.clamp(t, min=eps)`, `a if t > 0 else b` -> `torch.where(t > 0, a, b)`;
+5. CS106: `state_names_to_sparsify()` for releases before 2.5;
+
+and, when none has, the linter's own fixes, unsafe ones included (CS104's cstorch
+creation ops, CS205's `alpha=`/`value=` folded into the first argument). The rounds
+end when nothing changes. An edit whose result would not parse is not made; what no
+round can rewrite is left as it was and reported by the last lint.
+
+Every edit replaces the exact span of the code it rewrites (`cslint.fixes.apply`
+splices it into the text as read): comments and formatting elsewhere stay.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cslint.config import Config
+from cslint.diagnostics import Finding, Location
+from cslint.discovery import display_path
+from cslint.engine import LintResult, lint
+from cslint.fixes.apply import CSTORCH_IMPORT, Edit, _parses, cstorch_import_edit, encoded, \
+    fix_findings
+from cslint.fixes.syntax import CallIndex
+from cslint.source import SourceFile
+
+RUNTIME_IMPORT = "import cslint.cstorch as cstorch"
+# More rounds than any file needs: each round removes at least one finding's cause.
+MAX_ROUNDS = 40
+
+# `math` functions of one number whose torch twin takes a tensor and means the same.
+MATH_TO_TORCH = {name: name for name in (
+    "sqrt", "exp", "log", "log2", "log10", "log1p", "expm1", "sin", "cos", "tan", "tanh",
+    "atan", "floor", "ceil", "erf", "pow", "atan2")} | {"fabs": "abs", "copysign": "copysign"}
+
+
+class PortError(Exception):
+    """A file that cannot be ported; the message is the line for the user."""
+
+
+@dataclass(frozen=True)
+class PortedClass:
+    """An optimizer class of the ported file and the codes the linter still reports in it."""
+
+    name: str
+    remaining: tuple[str, ...]
+
+    @property
+    def ported(self) -> bool:
+        return not self.remaining
+
+
+@dataclass
+class PortedFile:
+    path: str  # as given
+    source: SourceFile  # as read
+    ported: bytes
+    classes: list[PortedClass] = field(default_factory=list)
+    # The findings left in the ported code (of the whole file).
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def original(self) -> bytes:
+        return self.source.raw
+
+    @property
+    def changed(self) -> bool:
+        return self.ported != self.original
+
+
+def port_file(path: str, config: Config, runtime_reference: bool = False) -> PortedFile:
+    """The port of the file at `path` (nothing is written). Raises PortError when the
+    file cannot be read or parsed."""
+    shown = display_path(Path(path), path)
+    linted = lint([path], config)
+    if shown not in linted.sources:
+        problem = next((e.render() for e in linted.errors), f"{shown}: cannot be read")
+        raise PortError(problem)
+    source = linted.sources[shown]
+    statement = RUNTIME_IMPORT if runtime_reference else CSTORCH_IMPORT
+    for _ in range(MAX_ROUNDS):
+        new = _round(linted, shown, statement, config)
+        if new is None:
+            break
+        again = lint([path], config, replaced={shown: new})
+        if shown not in again.sources or again.errors:
+            break  # (does not happen: each round's code parses) keep the last good code
+        linted = again
+    return PortedFile(path, source, linted.sources[shown].raw,
+                      _classes(linted, shown),
+                      [f for f in linted.findings if f.path == shown])
+
+
+def _classes(linted: LintResult, shown: str) -> list[PortedClass]:
+    """The file's optimizer classes, each with the codes found inside it."""
+    result = []
+    for ref, kinds in linted.project.classified_classes:
+        info = ref.info
+        if info is None or info.module.display_path != shown or not kinds.optimizer \
+                or linted.project.is_machinery(ref):
+            continue
+        node = info.node
+        codes = sorted({f.code for f in linted.findings if f.path == shown
+                        and node.lineno <= f.location.line <= node.end_lineno})
+        result.append(PortedClass(info.name, tuple(codes)))
+    return result
+
+
+def _round(linted: LintResult, shown: str, statement: str, config: Config) -> bytes | None:
+    """The code after this round's edits; None when there is nothing left to do."""
+    source, tree = linted.sources[shown], linted.trees[shown]
+    findings = [f for f in linted.findings if f.path == shown]
+    rewriter = _Rewriter(source, tree, findings, statement)
+    torch_classes = [ref.info.node for ref, kinds in linted.project.classified_classes
+                     if ref.info is not None and ref.info.module.display_path == shown
+                     and kinds.torch_optimizer and not kinds.cstorch_optimizer]
+    steps = (lambda: rewriter.import_edits(bool(torch_classes)), rewriter.base_edits,
+             rewriter.lazy_state_edits, rewriter.expression_edits,
+             lambda: rewriter.sparsify_edits(config))
+    for make in steps:
+        edits = make()
+        if not edits:
+            continue
+        try:
+            new = encoded(source, sorted(edits, key=lambda e: (e.start, e.end)))
+        except ValueError:
+            continue
+        if new != source.raw and _parses(new.decode(source.encoding)):
+            return new
+    fixes = fix_findings({shown: source}, findings, True, {shown: tree})
+    for file in fixes.files:
+        if file.changed:
+            return file.new_raw
+    return None
+
+
+# ---- the edits of one round -------------------------------------------------------------
+
+class _Rewriter:
+    def __init__(self, source: SourceFile, tree: ast.Module, findings: list[Finding],
+                 statement: str):
+        self.source = source
+        self.text = source.text
+        self.tree = tree
+        self.findings = findings
+        self.statement = statement
+        self.positions = CallIndex(source, tree, ())  # spans only: indexes no call
+        self.parents: dict[int, ast.AST] = {}
+        self.by_location: dict[Location, list[ast.AST]] = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[id(child)] = node
+            if isinstance(node, (ast.expr, ast.stmt)):
+                self.by_location.setdefault(self.positions.location(node), []).append(node)
+        self.torch = _module_alias(tree, "torch")
+
+    # -- helpers ------------------------------------------------------------------
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return self.positions.span(node)
+
+    def code(self, node: ast.AST) -> str:
+        start, end = self.span(node)
+        return self.text[start:end]
+
+    def ancestors(self, node: ast.AST):
+        while id(node) in self.parents:
+            node = self.parents[id(node)]
+            yield node
+
+    def at(self, finding: Finding, kind) -> list:
+        return [n for n in self.by_location.get(finding.location, ()) if isinstance(n, kind)]
+
+    def statements_at(self, finding: Finding) -> list[ast.stmt]:
+        """The statements at the finding's span, or holding the expression it spans."""
+        found = []
+        for node in self.by_location.get(finding.location, ()):
+            while not isinstance(node, ast.stmt) and id(node) in self.parents:
+                node = self.parents[id(node)]
+            if isinstance(node, ast.stmt) and node not in found:
+                found.append(node)
+        return found
+
+    def coded(self, code: str) -> list[Finding]:
+        return [f for f in self.findings if f.code == code]
+
+    def line_start(self, line: int) -> int:
+        return self.positions.offset(line, 1)
+
+    def indent_of(self, node: ast.stmt) -> str:
+        line = self.source.line_text(node.lineno)
+        return line[:len(line) - len(line.lstrip())]
+
+    # -- 1. the import --------------------------------------------------------------
+
+    def import_edits(self, needed: bool) -> list[Edit]:
+        if not needed:
+            return []
+        edit = cstorch_import_edit(self.source, self.tree, self.statement)
+        return [edit] if edit is not None else []
+
+    # -- 2. the base class ------------------------------------------------------------
+
+    def base_edits(self) -> list[Edit]:
+        alias = _cstorch_name(self.tree)
+        if alias is None:
+            return []
+        edits = []
+        for finding in self.coded("CS105"):
+            for node in self.at(finding, ast.expr)[:1]:
+                edits.append(Edit(*self.span(node), f"{alias}.optim.Optimizer"))
+        return edits
+
+    # -- 3. lazy state -> preinitialize -------------------------------------------------
+
+    def lazy_state_edits(self) -> list[Edit]:
+        classes: dict[int, tuple[ast.ClassDef, list[ast.stmt]]] = {}
+        for finding in self.coded("CS101"):
+            for node in self.statements_at(finding)[:1]:
+                owner = next((a for a in self.ancestors(node) if isinstance(a, ast.ClassDef)),
+                             None)
+                if owner is not None:
+                    classes.setdefault(id(owner), (owner, []))[1].append(node)
+        edits: list[Edit] = []
+        for owner, created in classes.values():
+            plan = _LazyStatePlan(self, owner, created)
+            if plan.build():
+                edits.extend(plan.edits)
+        return edits
+
+    # -- 4. tensor math ------------------------------------------------------------------
+
+    def expression_edits(self) -> list[Edit]:
+        if self.torch is None:
+            return []
+        candidates: list[Edit] = []
+        for finding in self.coded("CS204"):
+            edit = self._math_call(finding)
+            if edit is not None:
+                candidates.append(edit)
+        for finding in self.coded("CS203"):
+            edit = self._min_max(finding) or self._conditional(finding)
+            if edit is not None:
+                candidates.append(edit)
+        # Edits apart only: one inside another is made in a later round, on the new code.
+        chosen: list[Edit] = []
+        for edit in sorted(candidates, key=lambda e: (e.start, -e.end)):
+            if all(edit.end <= other.start or edit.start >= other.end for other in chosen):
+                chosen.append(edit)
+        return chosen
+
+    def _math_call(self, finding: Finding) -> Edit | None:
+        """`math.sqrt(t)` of a tensor (the finding spans the call or its argument)."""
+        nodes = self.by_location.get(finding.location, ())
+        for node in nodes:
+            call = node if isinstance(node, ast.Call) else self.parents.get(id(node))
+            if not isinstance(call, ast.Call) or call.keywords:
+                continue
+            func = call.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                    and func.value.id == "math" and func.attr in MATH_TO_TORCH \
+                    and (call is node or node in call.args):
+                return Edit(*self.span(func), f"{self.torch}.{MATH_TO_TORCH[func.attr]}")
+        return None
+
+    def _min_max(self, finding: Finding) -> Edit | None:
+        """`max(t, eps)` -> `torch.clamp(t, min=eps)`; between two tensors, torch.maximum."""
+        for call in self.at(finding, ast.Call):
+            func = call.func
+            if not (isinstance(func, ast.Name) and func.id in ("max", "min")
+                    and len(call.args) == 2 and not call.keywords
+                    and not any(isinstance(a, ast.Starred) for a in call.args)):
+                continue
+            first, second = call.args
+            bound = "min" if func.id == "max" else "max"
+            torch = self.torch
+            if _is_number(second):
+                new = f"{torch}.clamp({self.code(first)}, {bound}={self.code(second)})"
+            elif _is_number(first):
+                new = f"{torch}.clamp({self.code(second)}, {bound}={self.code(first)})"
+            else:
+                both = "maximum" if func.id == "max" else "minimum"
+                new = f"{torch}.{both}({self.code(first)}, {self.code(second)})"
+            return Edit(*self.span(call), new)
+        return None
+
+    def _conditional(self, finding: Finding) -> Edit | None:
+        """`a if t > 0 else b` (the finding spans the test) -> torch.where, when neither
+        branch has side effects (both are computed)."""
+        for test in self.by_location.get(finding.location, ()):
+            expression = self.parents.get(id(test))
+            if isinstance(expression, ast.IfExp) and expression.test is test \
+                    and _side_effect_free(expression.body) \
+                    and _side_effect_free(expression.orelse):
+                return Edit(*self.span(expression),
+                            f"{self.torch}.where({self.code(test)}, "
+                            f"{self.code(expression.body)}, {self.code(expression.orelse)})")
+        return None
+
+    # -- 5. state_names_to_sparsify ---------------------------------------------------------
+
+    def sparsify_edits(self, config: Config) -> list[Edit]:
+        edits = []
+        for finding in self.coded("CS106"):
+            # The finding points at the class's name.
+            for owner in [n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)
+                          and n.lineno == finding.location.line][:1]:
+                methods = _methods(owner)
+                preinit = methods.get("preinitialize")
+                if preinit is None:
+                    continue
+                keys = []
+                for node in ast.walk(preinit):
+                    key = _state_key_written(node)
+                    if key is not None and key not in keys:
+                        keys.append(key)
+                anchor = methods.get("step") or preinit
+                indent = self.indent_of(anchor)
+                newline = _newline(self.text)
+                inner = indent + _unit_indent(self.text, anchor, indent)
+                method = (f"{indent}def state_names_to_sparsify(self):{newline}"
+                          f"{inner}return {keys!r}{newline}{newline}")
+                at = self.line_start(_first_line(anchor))
+                edits.append(Edit(at, at, method))
+        return edits
+
+
+class _LazyStatePlan:
+    """What moving one class's lazily created state into preinitialize() takes; `build`
+    says whether it can be done safely, and the edits that do it are in `edits`."""
+
+    def __init__(self, rewriter: _Rewriter, owner: ast.ClassDef, created: list[ast.stmt]):
+        self.r = rewriter
+        self.owner = owner
+        self.created = created
+        self.edits: list[Edit] = []
+
+    def build(self) -> bool:
+        r = self.r
+        methods = _methods(self.owner)
+        step = methods.get("step")
+        if step is None or "preinitialize" in methods:
+            return False
+        guards: list[ast.If] = []
+        state_names: set[str] = set()
+        for node in self.created:
+            if not any(a is step for a in r.ancestors(node)):
+                return False  # in a helper: not moved (yet), reported as it is
+            state_name = _state_variable(node)
+            if state_name is None:
+                return False
+            state_names.add(state_name)
+            guard = None
+            for ancestor in r.ancestors(node):
+                if ancestor is step:
+                    break
+                if isinstance(ancestor, ast.If) and _mentions(ancestor.test, state_name):
+                    guard = ancestor
+            if guard is None:
+                return False
+            if guard not in guards:
+                guards.append(guard)
+        if len(state_names) != 1:
+            return False
+        (state_name,) = state_names
+        loops = self._loops(guards, step)
+        if loops is None:
+            return False
+        group_loop, param_loop = loops
+        group, param = group_loop.target.id, param_loop.target.id
+        if _mentions_grad(param_loop.iter):
+            return False
+        # The guards' statements: creations (and option tests around them) only.
+        counter: list[ast.stmt] = []
+        moved: list[ast.stmt] = []
+        for guard in guards:
+            if guard.orelse:
+                return False
+            for statement in guard.body:
+                if _is_step_counter(statement, state_name):
+                    counter.append(statement)
+                elif _only_creates(statement, state_name) \
+                        or self._local_to_guard(statement, guard, step, state_name):
+                    moved.append(statement)
+                else:
+                    return False
+        increments = self._increments(state_name, param_loop) if counter else []
+        if increments is None:
+            return False
+        init_edit = self._enable_global_step(methods.get("__init__")) if counter else None
+        if counter and init_edit is None:
+            return False
+        prelude = self._prelude(moved, {group, param, state_name}, param_loop, group_loop,
+                                guards[0])
+        if prelude is None:
+            return False
+
+        text, newline = r.text, _newline(r.text)
+        indent = r.indent_of(step)
+        unit = _unit_indent(text, step, indent)
+        lines = [f"{indent}def preinitialize(self):",
+                 f"{indent}{unit}for {group} in self.param_groups:",
+                 f"{indent}{unit * 2}for {param} in {r.code(param_loop.iter)}:",
+                 f"{indent}{unit * 3}{state_name} = self.state[{param}]"]
+        for statement in prelude + moved:
+            lines.extend(_reindented(r, statement, unit * 3 + indent))
+        preinit = newline.join(lines) + newline + newline
+        at = r.line_start(_first_line(step))
+        self.edits.append(Edit(at, at, preinit))
+        for guard in guards:
+            self.edits.append(self._removal(guard))
+        for statement in increments:
+            self.edits.append(Edit(*r.span(statement),
+                                   f"self.increment_global_step({param})"))
+        if init_edit is not None:
+            self.edits.append(init_edit)
+        return True
+
+    @staticmethod
+    def _local_to_guard(statement: ast.stmt, guard: ast.If, step: ast.FunctionDef,
+                        state_name: str) -> bool:
+        """`init = group["initial_accumulator_value"]` in the guard, used only there."""
+        if not (isinstance(statement, ast.Assign)
+                and all(isinstance(t, ast.Name) for t in statement.targets)) \
+                or _mentions_grad(statement.value) or _mentions(statement.value, state_name):
+            return False
+        names = _assigned_names(statement)
+        inside = {id(n) for n in ast.walk(guard)}
+        return not any(isinstance(n, ast.Name) and n.id in names and id(n) not in inside
+                       for n in ast.walk(step))
+
+    def _loops(self, guards: list[ast.If], step: ast.FunctionDef
+               ) -> tuple[ast.For, ast.For] | None:
+        """`for group in self.param_groups:` and, inside, `for p in ...:` around every
+        guard (the same two loops)."""
+        found = None
+        for guard in guards:
+            loops = [a for a in self.r.ancestors(guard) if isinstance(a, ast.For)]
+            outer = next((loop for loop in loops if _is_param_groups(loop.iter)), None)
+            inner = loops[0] if loops else None
+            if outer is None or inner is None or inner is outer \
+                    or not isinstance(outer.target, ast.Name) \
+                    or not isinstance(inner.target, ast.Name):
+                return None
+            if found is not None and found != (outer, inner):
+                return None
+            found = (outer, inner)
+        return found
+
+    def _increments(self, state_name: str, param_loop: ast.For) -> list[ast.stmt] | None:
+        """`state["step"] += 1` in the parameter loop: the step counter's only update.
+        None when it is written anywhere else in the class."""
+        result = []
+        for node in ast.walk(self.owner):
+            if isinstance(node, ast.AugAssign) and _state_key(node.target, state_name) == "step":
+                if not (isinstance(node.op, ast.Add) and _is_number(node.value, 1)
+                        and any(a is param_loop for a in self.r.ancestors(node))):
+                    return None
+                result.append(node)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(_state_key(t, state_name) == "step" for t in targets) \
+                        and not _is_step_counter(node, state_name):
+                    return None
+        return result if result else None
+
+    def _enable_global_step(self, init: ast.FunctionDef | None) -> Edit | None:
+        """`, enable_global_step=True` in `super().__init__(params, defaults)`."""
+        if init is None:
+            return None
+        for node in ast.walk(init):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "__init__" and isinstance(node.func.value, ast.Call) \
+                    and isinstance(node.func.value.func, ast.Name) \
+                    and node.func.value.func.id == "super":
+                if len(node.args) != 2 or node.keywords \
+                        or any(isinstance(a, ast.Starred) for a in node.args):
+                    return None
+                _, end = self.r.span(node.args[-1])
+                return Edit(end, end, ", enable_global_step=True")
+        return None
+
+    def _prelude(self, moved: list[ast.stmt], known: set[str], param_loop: ast.For,
+                 group_loop: ast.For, first_guard: ast.If) -> list[ast.stmt] | None:
+        """The assignments in the loops, before the first guard, that the moved code
+        needs (`amsgrad = group["amsgrad"]`), in their order; None when it needs a name
+        that only exists in step (the gradient)."""
+        module_names = _module_names(self.r.tree)
+        candidates = [s for s in [*group_loop.body, *param_loop.body]
+                      if isinstance(s, ast.Assign) and s.end_lineno < first_guard.lineno
+                      and all(isinstance(t, (ast.Name, ast.Tuple)) for t in s.targets)]
+        local = set().union(*(_assigned_names(s) for s in moved if isinstance(s, ast.Assign)))
+        needed = set().union(*(_loaded_names(s) for s in moved)) - known - module_names \
+            - _BUILTINS - local
+        chosen: list[ast.stmt] = []
+        while needed:
+            name = needed.pop()
+            source = next((s for s in reversed(candidates) if name in _assigned_names(s)), None)
+            if source is None or _mentions_grad(source.value):
+                return None
+            if source not in chosen:
+                chosen.append(source)
+                needed |= _loaded_names(source) - known - module_names - _BUILTINS \
+                    - set().union(*(_assigned_names(c) for c in chosen))
+        return sorted(chosen, key=lambda s: (s.lineno, s.col_offset))
+
+    def _removal(self, guard: ast.If) -> Edit:
+        """The guard's lines out of step (`pass` where it was its block's only statement)."""
+        r = self.r
+        first, last = guard.lineno, guard.end_lineno
+        # The comments right above it describe it: they go with it.
+        while first > 1 and r.source.line_text(first - 1).strip().startswith("#"):
+            first -= 1
+        # Not two blank lines where it was.
+        if first > 1 and not r.source.line_text(first - 1).strip() \
+                and last < len(r.source.lines) and not r.source.line_text(last + 1).strip():
+            last += 1
+        start = r.line_start(first)
+        end = r.line_start(last + 1) if last < len(r.source.lines) else len(r.text)
+        parent = r.parents[id(guard)]
+        siblings = next(body for body in (getattr(parent, name, None)
+                                          for name in ("body", "orelse", "finalbody"))
+                        if isinstance(body, list) and guard in body)
+        if len(siblings) == 1:
+            return Edit(start, end, f"{r.indent_of(guard)}pass{_newline(r.text)}")
+        return Edit(start, end, "")
+
+
+# ---- syntax helpers -------------------------------------------------------------------
+
+_BUILTINS = set(dir(builtins))
+
+
+def _module_alias(tree: ast.Module, module: str) -> str | None:
+    for statement in tree.body:
+        if isinstance(statement, ast.Import):
+            for alias in statement.names:
+                if alias.name == module:
+                    return alias.asname or alias.name
+    return None
+
+
+def _cstorch_name(tree: ast.Module) -> str | None:
+    for statement in tree.body:
+        if isinstance(statement, ast.Import):
+            for alias in statement.names:
+                if alias.name in ("cerebras.pytorch", "cslint.cstorch") and alias.asname:
+                    return alias.asname
+    return None
+
+
+def _methods(owner: ast.ClassDef) -> dict[str, ast.FunctionDef]:
+    return {s.name: s for s in owner.body if isinstance(s, ast.FunctionDef)}
+
+
+def _first_line(statement: ast.stmt) -> int:
+    return min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))])
+
+
+def _newline(text: str) -> str:
+    match = re.search(r"\r\n?|\n", text)
+    return match.group() if match else "\n"
+
+
+def _unit_indent(text: str, function: ast.FunctionDef, indent: str) -> str:
+    """One level of indentation as the function's body has it."""
+    first = function.body[0]
+    lines = text.splitlines()
+    body_line = lines[first.lineno - 1]
+    body_indent = body_line[:len(body_line) - len(body_line.lstrip())]
+    return body_indent[len(indent):] or "    "
+
+
+def _reindented(r: _Rewriter, statement: ast.stmt, indent: str) -> list[str]:
+    """The statement's lines (with the comment lines right above it), moved to `indent`,
+    the `memory_format=torch.preserve_format` that cstorch's creation ops do not take
+    (it is torch's default) left out."""
+    first = statement.lineno
+    while first > 1 and r.source.line_text(first - 1).strip().startswith("#"):
+        first -= 1
+    lines = [r.source.line_text(n).rstrip("\r\n") for n in range(first, statement.end_lineno + 1)]
+    old = r.indent_of(statement)
+    moved = [indent + line[len(old):] if line.startswith(old) else line for line in lines]
+    text = "\n".join(moved)
+    without = re.sub(r",\s*memory_format\s*=\s*torch\.preserve_format(\s*,)?", "", text)
+    if without != text:
+        # `zeros_like(\n    p)`, left by the removal, on one line.
+        without = re.sub(r"\(\s*\n\s*([^()\n]*)\)", r"(\1)", without)
+    text = without
+    return text.split("\n")
+
+
+def _is_number(node: ast.expr, value: float | None = None) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
+        and not isinstance(node.value, bool) and (value is None or node.value == value)
+
+
+def _side_effect_free(node: ast.expr) -> bool:
+    for child in ast.walk(node):
+        if isinstance(child, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda)):
+            return False
+        if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) \
+                and child.func.attr.endswith("_") and not child.func.attr.startswith("_"):
+            return False  # an in-place op
+    return True
+
+
+def _is_param_groups(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "param_groups" \
+        and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def _mentions(node: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node)) or any(
+        isinstance(n, ast.Attribute) and n.attr == "state" for n in ast.walk(node))
+
+
+def _mentions_grad(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(node))
+
+
+def _state_variable(statement: ast.stmt) -> str | None:
+    """`state` in `state["k"] = ...`."""
+    targets = statement.targets if isinstance(statement, ast.Assign) else \
+        [statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else []
+    for target in targets:
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            return target.value.id
+    return None
+
+
+def _state_key(target: ast.expr, state_name: str) -> str | None:
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+            and target.value.id == state_name and isinstance(target.slice, ast.Constant) \
+            and isinstance(target.slice.value, str):
+        return target.slice.value
+    return None
+
+
+def _state_key_written(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) \
+                    and isinstance(target.slice.value, str):
+                return target.slice.value
+    return None
+
+
+def _is_step_counter(statement: ast.stmt, state_name: str) -> bool:
+    """`state["step"] = 0` (or 0.0, or a 0-dim tensor of 0)."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and _state_key(statement.targets[0], state_name) == "step"):
+        return False
+    value = statement.value
+    if _is_number(value, 0):
+        return True
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+        and value.func.attr == "tensor" and len(value.args) == 1 and _is_number(value.args[0], 0)
+
+
+def _only_creates(statement: ast.stmt, state_name: str) -> bool:
+    """Assignments to state entries, under tests of options only."""
+    if isinstance(statement, ast.Assign):
+        return all(_state_key(t, state_name) is not None for t in statement.targets) \
+            and not _mentions_grad(statement.value) \
+            and not _mentions(statement.value, state_name)
+    if isinstance(statement, ast.If):
+        return not _mentions(statement.test, state_name) and not _mentions_grad(statement.test) \
+            and all(_only_creates(s, state_name) for s in statement.body + statement.orelse)
+    return False
+
+
+def _loaded_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)}
+
+
+def _assigned_names(statement: ast.Assign) -> set[str]:
+    return {n.id for t in statement.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _module_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for statement in tree.body:
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in statement.names}
+        elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(statement.name)
+        elif isinstance(statement, ast.Assign):
+            names |= {n.id for t in statement.targets for n in ast.walk(t)
+                      if isinstance(n, ast.Name)}
+    return names

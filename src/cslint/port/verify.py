@@ -1,0 +1,228 @@
+"""`cslint port --verify`: run the original optimizer and its port side by side.
+
+The parent (`verify_port`) writes the ported code to a temporary file and runs this
+module in a subprocess (`python -m cslint.port.verify`, so torch is never loaded into
+the linter's process), which imports both classes: `cerebras.pytorch` resolves to the
+runtime reference `cslint.cstorch`, whose strict mode is on. For the class's default
+hyperparameters and each of its boolean options flipped, both optimizers run STEPS
+steps on random float32 parameters of shapes 1-D, 2-D and 4-D with the same random
+gradients; the port has a cstorch LR scheduler with a closed form attached, and the
+original gets the same learning rate as a Python float before each step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+STEPS = 50
+SHAPES = ((5,), (4, 3), (2, 3, 2, 2))
+# Numbers are equal when |ported - original| <= ATOL + RTOL * |original| everywhere.
+ATOL, RTOL = 1e-5, 1e-4
+# Seconds one file's verification may take.
+TIMEOUT = 300
+
+
+@dataclass(frozen=True)
+class Verified:
+    """One class's run: `numbers_equal` / `strict_clean` are None when it could not run
+    (`problem` says why)."""
+
+    numbers_equal: bool | None
+    strict_clean: bool | None
+    problem: str | None = None
+    strict_codes: tuple[str, ...] = ()
+
+
+def verify_port(original_path: str, ported_code: bytes, classes: list[str],
+                steps: int = STEPS) -> dict[str, Verified]:
+    """Each class of `classes` in the file at `original_path` against its port."""
+    if not classes:
+        return {}
+    folder = os.path.dirname(os.path.abspath(original_path))
+    handle, ported_path = tempfile.mkstemp(prefix=".cslint-port-", suffix=".py", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(ported_code)
+        request = json.dumps({"original": os.path.abspath(original_path),
+                              "ported": ported_path, "classes": classes, "steps": steps})
+        try:
+            done = subprocess.run([sys.executable, "-m", "cslint.port.verify"], input=request,
+                                  capture_output=True, text=True, timeout=TIMEOUT,
+                                  env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+        except subprocess.TimeoutExpired:
+            return {name: Verified(None, None, f"did not finish in {TIMEOUT} s")
+                    for name in classes}
+    finally:
+        os.unlink(ported_path)
+    try:
+        answers = json.loads(done.stdout.splitlines()[-1])
+    except (IndexError, ValueError):
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {name: Verified(None, None, f"the verifier failed: {last}") for name in classes}
+    return {name: Verified(answer["numbers_equal"], answer["strict_clean"],
+                           answer.get("problem"), tuple(answer.get("strict_codes", ())))
+            for name, answer in answers.items()}
+
+
+# ---- the subprocess ----------------------------------------------------------------------
+
+def _child() -> None:
+    import importlib.util
+    import types
+    import warnings
+
+    import cslint.cstorch as cstorch
+
+    warnings.simplefilter("ignore")
+    # `import cerebras.pytorch as cstorch` in the port: the runtime reference.
+    cerebras = types.ModuleType("cerebras")
+    cerebras.pytorch = cstorch
+    sys.modules.setdefault("cerebras", cerebras)
+    sys.modules.setdefault("cerebras.pytorch", cstorch)
+
+    request = json.loads(sys.stdin.read())
+    sys.path.insert(0, os.path.dirname(request["original"]))
+
+    def load(path: str, name: str):
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    answers: dict[str, dict] = {}
+    try:
+        original = load(request["original"], "_cslint_original")
+        ported = load(request["ported"], "_cslint_ported")
+    except Exception as error:  # noqa: BLE001 - the user's module: report, do not crash
+        problem = f"cannot import: {type(error).__name__}: {error}".splitlines()[0]
+        answers = {name: {"numbers_equal": None, "strict_clean": None, "problem": problem}
+                   for name in request["classes"]}
+    else:
+        for name in request["classes"]:
+            answers[name] = _compare(getattr(original, name, None), getattr(ported, name, None),
+                                     request["steps"])
+    print(json.dumps(answers))
+
+
+def _options(cls) -> list[dict]:
+    """The keyword sets to run: none (the defaults), then each boolean option flipped."""
+    import inspect
+
+    signature = inspect.signature(cls.__init__)
+    runs: list[dict] = [{}]
+    for parameter in list(signature.parameters.values())[2:]:
+        if isinstance(parameter.default, bool):
+            runs.append({parameter.name: not parameter.default})
+    return runs
+
+
+def _required(cls) -> list[str]:
+    import inspect
+
+    return [p.name for p in list(inspect.signature(cls.__init__).parameters.values())[2:]
+            if p.default is inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def _compare(original_cls, ported_cls, steps: int) -> dict:
+    import torch
+
+    from cslint.cstorch import ComplianceError
+
+    if original_cls is None or ported_cls is None:
+        return {"numbers_equal": None, "strict_clean": None,
+                "problem": "the class is not defined at import time"}
+    required = _required(original_cls)
+    if required:
+        return {"numbers_equal": None, "strict_clean": None,
+                "problem": f"its constructor needs {', '.join(required)}"}
+    equal, clean, codes = True, True, set()
+    for options in _options(original_cls):
+        outcome = _run_pair(original_cls, ported_cls, options, steps, torch, ComplianceError)
+        if "problem" in outcome:
+            return {"numbers_equal": None if outcome.get("original_failed") else False,
+                    "strict_clean": outcome.get("strict_clean"),
+                    "problem": outcome["problem"], "strict_codes": sorted(outcome.get("codes", []))}
+        equal = equal and outcome["numbers_equal"]
+        clean = clean and outcome["strict_clean"]
+        codes |= set(outcome["codes"])
+    return {"numbers_equal": equal, "strict_clean": clean, "strict_codes": sorted(codes)}
+
+
+def _schedule(cstorch, torch, base_lr: float, steps: int):
+    class HalvingLR(cstorch.optim.lr_scheduler.LRScheduler):
+        """lr falls linearly to half its first value over the run."""
+
+        def _get_closed_form_lr(self):
+            progress = self.last_epoch.to(torch.float32) / float(steps)
+            return torch.tensor(base_lr, dtype=torch.float32) * (1.0 - 0.5 * progress)
+
+    return HalvingLR
+
+
+def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
+              compliance_error) -> dict:
+    import cslint.cstorch as cstorch
+
+    what = ", ".join(f"{k}={v}" for k, v in options.items()) or "the defaults"
+    generator = torch.Generator().manual_seed(0)
+    start = [torch.randn(shape, generator=generator) for shape in SHAPES]
+    original_params = [torch.nn.Parameter(t.clone()) for t in start]
+    ported_params = [torch.nn.Parameter(t.clone()) for t in start]
+    try:
+        original = original_cls(original_params, **options)
+    except Exception as error:  # noqa: BLE001
+        return {"problem": f"the original fails with {what}: {_one_line(error)}",
+                "original_failed": True}
+    try:
+        ported = ported_cls(ported_params, **options)
+        base_lr = float(original.param_groups[0].get("lr", 1e-3))
+        scheduler = _schedule(cstorch, torch, base_lr, steps)(ported, total_iters=steps)
+    except compliance_error as error:
+        return {"problem": f"the port fails with {what}: {_one_line(error)}",
+                "strict_clean": False, "codes": [getattr(error, "code", "")]}
+    except Exception as error:  # noqa: BLE001
+        return {"problem": f"the port fails with {what}: {_one_line(error)}"}
+    codes: set[str] = set()
+    for _ in range(steps):
+        grads = [torch.randn(t.shape, generator=generator) for t in start]
+        for param, grad in zip(original_params, grads):
+            param.grad = grad.clone()
+        for param, grad in zip(ported_params, grads):
+            param.grad = grad.clone()
+        lrs = [float(group["lr"]) for group in ported.param_groups]
+        for group, lr in zip(original.param_groups, lrs):
+            group["lr"] = lr
+        try:
+            original.step()
+        except Exception as error:  # noqa: BLE001
+            return {"problem": f"the original's step fails with {what}: {_one_line(error)}",
+                    "original_failed": True}
+        try:
+            ported.step()
+        except compliance_error as error:
+            codes.add(getattr(error, "code", "") or "")
+            return {"problem": f"strict mode stops the port with {what}: {_one_line(error)}",
+                    "strict_clean": False, "codes": sorted(codes)}
+        except Exception as error:  # noqa: BLE001
+            return {"problem": f"the port's step fails with {what}: {_one_line(error)}"}
+        scheduler.step()
+    equal = all(bool(torch.all((p.detach() - o.detach()).abs()
+                               <= ATOL + RTOL * o.detach().abs()))
+                for p, o in zip(ported_params, original_params))
+    return {"numbers_equal": equal, "strict_clean": True, "codes": []}
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:300]}"
+
+
+if __name__ == "__main__":
+    _child()

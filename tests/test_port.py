@@ -1,0 +1,179 @@
+"""`cslint port`: each golden fixture ports to its expected file exactly, a second port
+changes nothing, what cannot be rewritten stays and is reported, bad input is one line,
+and --verify runs original and port side by side."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cslint.cli import main
+from cslint.config import Config
+from cslint.port import port_file
+from helpers import FIXTURES
+
+PORT_FIXTURES = sorted((FIXTURES / "port").glob("*.in.py"))
+
+
+def _golden(source: Path) -> Path:
+    return source.with_name(source.name.replace(".in.py", ".out.py"))
+
+
+@pytest.mark.parametrize("source", PORT_FIXTURES, ids=lambda p: p.name)
+def test_each_fixture_ports_to_its_golden_file_exactly(source: Path):
+    ported = port_file(str(source), Config())
+    assert ported.ported == _golden(source).read_bytes()
+    assert all(found.ported for found in ported.classes)
+    assert not ported.findings
+
+
+@pytest.mark.parametrize("source", PORT_FIXTURES, ids=lambda p: p.name)
+def test_porting_a_ported_file_again_changes_nothing(source: Path):
+    golden = _golden(source)
+    assert port_file(str(golden), Config()).ported == golden.read_bytes()
+
+
+def test_every_fixture_named_in_the_issue_is_there():
+    names = {p.name.removesuffix(".in.py") for p in PORT_FIXTURES}
+    assert names == {"adam", "sgd", "rmsprop", "adagrad", "lion", "simple_adam"}
+
+
+UNPORTABLE = '''\
+import torch
+
+
+class Clipped(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if len(state) == 0:
+                    state["buf"] = torch.zeros_like(p)
+                # keep this comment
+                norm = p.grad.norm()
+                if norm > 1.0:  # a tensor-dependent if with a side effect
+                    state["buf"].add_(p.grad)
+                p.add_(state["buf"], alpha=-group["lr"])
+'''
+
+
+def test_what_cannot_be_rewritten_stays_and_is_listed_with_its_code(tmp_path: Path):
+    path = tmp_path / "clipped.py"
+    path.write_text(UNPORTABLE)
+    ported = port_file(str(path), Config())
+    text = ported.ported.decode()
+    ast.parse(text)
+    assert "def preinitialize(self):" in text
+    assert "if norm > 1.0:  # a tensor-dependent if with a side effect" in text
+    assert "# keep this comment" in text
+    assert [(c.name, c.remaining) for c in ported.classes] == [("Clipped", ("CS201",))]
+    path.write_bytes(ported.ported)
+    assert port_file(str(path), Config()).ported == ported.ported
+
+
+def test_the_command_prints_the_diff_writes_nothing_and_exits_1_when_codes_remain(
+        tmp_path: Path):
+    path = tmp_path / "clipped.py"
+    path.write_text(UNPORTABLE)
+    result = CliRunner().invoke(main, ["port", str(path)])
+    assert result.exit_code == 1
+    assert "+    def preinitialize(self):" in result.stdout
+    assert f"{path}: Clipped: not ported, remaining CS201" in result.stderr
+    assert path.read_text() == UNPORTABLE
+
+
+def test_write_rewrites_the_file_and_a_second_write_changes_nothing(tmp_path: Path):
+    path = tmp_path / "lion.py"
+    path.write_bytes((FIXTURES / "port" / "lion.in.py").read_bytes())
+    first = CliRunner().invoke(main, ["port", "--write", str(path)])
+    assert first.exit_code == 0, first.output
+    assert path.read_bytes() == (FIXTURES / "port" / "lion.out.py").read_bytes()
+    second = CliRunner().invoke(main, ["port", str(path)])
+    assert second.exit_code == 0 and second.stdout == ""
+
+
+def test_state_names_to_sparsify_is_generated_for_releases_before_2_5(tmp_path: Path):
+    path = tmp_path / "adam.py"
+    path.write_bytes((FIXTURES / "port" / "adam.in.py").read_bytes())
+    result = CliRunner().invoke(main, ["port", "--write", "--cstorch-version", "2.4", str(path)])
+    assert result.exit_code == 0, result.output
+    assert ("    def state_names_to_sparsify(self):\n"
+            "        return ['exp_avg', 'exp_avg_sq', 'max_exp_avg_sq']\n") in path.read_text()
+
+
+def test_runtime_reference_imports_cslint_cstorch(tmp_path: Path):
+    path = tmp_path / "sgd.py"
+    path.write_bytes((FIXTURES / "port" / "sgd.in.py").read_bytes())
+    port_text = port_file(str(path), Config(), runtime_reference=True).ported.decode()
+    assert "import cslint.cstorch as cstorch\n" in port_text
+    assert "cerebras" not in port_text
+
+
+def test_a_file_that_does_not_parse_is_one_line_and_exit_2(tmp_path: Path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("class A(:\n")
+    good = tmp_path / "lion.py"
+    good.write_bytes((FIXTURES / "port" / "lion.in.py").read_bytes())
+    result = CliRunner().invoke(main, ["port", str(broken), str(good), "--format", "json"])
+    assert result.exit_code == 2
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == 1 and str(broken) in errors[0] and "Traceback" not in result.output
+    assert [entry["class"] for entry in json.loads(result.stdout)] == ["Lion"]
+
+
+def test_a_missing_path_is_one_line_and_exit_2(tmp_path: Path):
+    result = CliRunner().invoke(main, ["port", str(tmp_path / "missing.py")])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"cslint: error: {tmp_path / 'missing.py'}: no such file " \
+                                    "or folder"
+
+
+def test_verify_reports_each_golden_fixture_equal_and_strict_clean():
+    from cslint.port.verify import verify_port
+
+    for source in PORT_FIXTURES:
+        name = {c.name for c in port_file(str(source), Config()).classes}
+        verified = verify_port(str(source), _golden(source).read_bytes(), sorted(name), steps=8)
+        assert {n: (v.numbers_equal, v.strict_clean) for n, v in verified.items()} == \
+            {n: (True, True) for n in name}, (source.name, verified)
+
+
+def test_verify_finds_a_port_that_changes_the_numbers(tmp_path: Path):
+    from cslint.port.verify import verify_port
+
+    source = FIXTURES / "port" / "lion.in.py"
+    wrong = _golden(source).read_bytes().replace(b"alpha=1 - beta2", b"alpha=1 - beta1")
+    verified = verify_port(str(source), wrong, ["Lion"], steps=8)
+    assert verified["Lion"].numbers_equal is False
+
+
+def test_verify_finds_a_port_that_strict_mode_stops(tmp_path: Path):
+    from cslint.port.verify import verify_port
+
+    source = FIXTURES / "port" / "lion.in.py"
+    # The lr read as a Python number inside step: CS205 on the system.
+    wrong = _golden(source).read_bytes().replace(b'p.add_(-group["lr"] * torch.sign(update))',
+                                                 b'p.add_(torch.sign(update), alpha=-float(group["lr"]))')
+    assert wrong != _golden(source).read_bytes()
+    verified = verify_port(str(source), wrong, ["Lion"], steps=8)
+    assert verified["Lion"].strict_clean is False
+
+
+def test_the_verify_command_prints_one_json_object_per_class():
+    result = subprocess.run([sys.executable, "-m", "cslint", "port", "--verify", "--format",
+                             "json", str(FIXTURES / "port" / "sgd.in.py")],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [{
+        "path": str(FIXTURES / "port" / "sgd.in.py"), "class": "SGD", "ported": True,
+        "numbers_equal": True, "strict_clean": True, "remaining": []}]
