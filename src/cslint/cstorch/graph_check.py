@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import linecache
 import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -225,7 +226,7 @@ class _RoleNamer:
         elif isinstance(value, (list, tuple)):
             for index, item in enumerate(value[:_MAX_CONTAINER_ITEMS]):
                 self.visit(f"{label}[{index}]", item, depth + 1)
-        elif hasattr(value, "__code__") or hasattr(value, "__func__"):
+        elif isinstance(value, (types.FunctionType, types.MethodType)):
             self.visit_function(value, depth + 1)
         elif label == "self" and hasattr(value, "__dict__"):  # a step that is a method
             for attribute, item in vars(value).items():
