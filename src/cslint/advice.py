@@ -107,3 +107,20 @@ GRAPH_CHANGED = (
     "torch.where instead of a Python branch; no Python counters or Python-number "
     "learning rates that change from step to step"
 )
+
+# The first difference of two steps' graphs is an op the other step did not run.
+GRAPH_PATH_CHANGED = (
+    "the step took a different path through Python: select with torch.where instead of "
+    "a Python branch, and loop a number of times fixed before training"
+)
+
+# The first difference is a tensor's shape.
+GRAPH_SHAPE_CHANGED = (
+    "give every step the same shapes (drop_last=True in the DataLoader, or pad the last "
+    "batch): the system compiles the step for one set of shapes"
+)
+
+# The first difference is a tensor's dtype.
+GRAPH_DTYPE_CHANGED = (
+    "give each tensor the same dtype every step: cast it once, where it is made"
+)

@@ -137,3 +137,123 @@ def test_arguments_are_validated():
         cstorch.check_static_graph(CompliantSGD(make_params()), steps=1)
     with pytest.raises(TypeError, match="optimizer or a callable"):
         cstorch.check_static_graph(42)
+
+
+# -- role names: what arrives as a tensor is data, not graph ----------------------------------
+
+
+def make_mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+
+
+def batches(count: int, size: int = 8):
+    return [torch.randn(size, 3, generator=torch.Generator().manual_seed(seed)) for seed in range(count)]
+
+
+def test_a_step_that_steps_a_library_lr_scheduler_keeps_a_static_graph():
+    model = make_mlp()
+    optimizer = cstorch.optim.Adam(model.parameters(), lr=0.01)
+    scheduler = cstorch.optim.lr_scheduler.LinearLR(
+        optimizer, initial_learning_rate=0.01, end_learning_rate=0.001, total_iters=10
+    )
+    inputs = batches(1)[0]
+
+    def training_step():
+        optimizer.zero_grad()
+        model(inputs).pow(2).mean().backward()
+        optimizer.step()
+        scheduler.step()
+
+    lr_tensors = set()
+    for _ in range(3):
+        lr_tensors.add(id(optimizer.param_groups[0]["lr"]))
+        assert cstorch.check_static_graph(training_step, steps=2) is None
+    assert len(lr_tensors) == 3  # a new lr tensor every step, as the scheduler writes it
+
+
+def test_a_step_that_takes_its_batch_from_a_data_loader_keeps_a_static_graph():
+    model = make_mlp()
+    optimizer = CompliantAdam(model.parameters(), lr=0.01)
+    dataset = torch.utils.data.TensorDataset(torch.cat(batches(4)))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=8)
+    iterator = iter(loader)
+
+    def training_step():
+        (inputs,) = next(iterator)
+        optimizer.zero_grad()
+        model(inputs).pow(2).mean().backward()
+        optimizer.step()
+
+    assert cstorch.check_static_graph(training_step, steps=4) is None
+
+
+def test_a_step_that_is_a_method_reaches_the_model_through_self():
+    class Trainer:
+        def __init__(self):
+            self.model = make_mlp()
+            self.optimizer = CompliantAdam(self.model.parameters(), lr=0.01)
+            self.inputs = iter(batches(3))
+
+        def training_step(self):
+            self.optimizer.zero_grad()
+            self.model(next(self.inputs)).pow(2).mean().backward()
+            self.optimizer.step()
+
+    assert cstorch.check_static_graph(Trainer().training_step, steps=3) is None
+
+
+def test_a_shape_change_raises_cs501_naming_the_input_its_shapes_and_the_shape_fix():
+    model = make_mlp()
+    sizes = iter([8, 8, 5])
+
+    @cstorch.trace
+    def eval_step(inputs):
+        return model(inputs).sum()  # cs501-shape
+
+    error = assert_compliance_error(
+        "CS501", HERE, "cs501-shape",
+        lambda: [eval_step(batches(1, size)[0]) for size in sizes],
+        owner="eval_step",
+    )
+    message = str(error)
+    assert (
+        "step 3 traced a different graph than step 2: "
+        "the shape of input[0] changed from [8, 3] to [5, 3]"
+    ) in message
+    assert "step 3: aten.addmm.default(model.0.bias: float32[4], input[0]: float32[5, 3]" in message
+    assert "drop_last=True" in message
+
+
+def test_a_branch_taken_at_step_2_names_the_op_it_added_and_the_torch_where_fix():
+    model = make_mlp()
+    calls = []
+
+    def training_step():
+        calls.append(None)
+        outputs = model(batches(1)[0])
+        if len(calls) == 2:
+            outputs = outputs.relu()  # cs501-extra-op
+        return outputs.sum()
+
+    error = assert_compliance_error(
+        "CS501", HERE, "cs501-extra-op", lambda: cstorch.check_static_graph(training_step)
+    )
+    message = str(error)
+    assert "step 2 ran aten.relu.default where step 1 ran aten.sum.default" in message
+    assert "fix: the step took a different path through Python: select with torch.where" in message
+
+
+def test_a_dtype_change_names_the_tensor_and_the_dtype_fix():
+    dtypes = iter([torch.float32, torch.float16])
+
+    def training_step():
+        weights = torch.ones(3, dtype=next(dtypes))  # cs501-dtype
+        return weights * 2
+
+    error = assert_compliance_error(
+        "CS501", HERE, "cs501-dtype", lambda: cstorch.check_static_graph(training_step, steps=2)
+    )
+    message = str(error)
+    assert "aten.ones.default made a float16 tensor where step 1 made a float32 one" in message
+    assert "fix: give each tensor the same dtype every step" in message

@@ -162,13 +162,6 @@ def test_a_scheduler_passed_to_the_step_with_its_optimizer_keeps_a_static_graph(
         training_step(batch(seed), optimizer, scheduler)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=cstorch.GraphChangedError,
-    reason="the graph recorder names tensors by memory: the lr tensor the scheduler writes "
-    "each step is a new unnamed tensor to a step that does not take the optimizer as an "
-    "argument (issue 15, fixed with role-based names in graph_check)",
-)
 def test_a_step_that_uses_a_global_optimizer_with_a_scheduler_keeps_a_static_graph():
     model = make_model()
     optimizer = CompliantAdam(model.parameters(), lr=0.01)

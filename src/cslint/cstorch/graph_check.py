@@ -4,9 +4,10 @@ The system compiles the step once; a step whose graph differs from the
 previous one (a Python counter, a Python-float lr that decays, a branch on a
 step count) would need a recompile, which the system does not do. This
 records each step's aten ops with a `TorchDispatchMode`: the op, the shapes
-and dtypes of its tensors, its constant (non-tensor) arguments, and the names
-of the parameters and state tensors it touches. The values held in tensors
-are not recorded: they may change, the graph may not.
+and dtypes of its tensors, its constant (non-tensor) arguments, and the role
+of each tensor it touches (see `_TensorNames`). The values held in tensors
+are not recorded: they may change, the graph may not; nor are the ops a data
+loader runs inside the step, which the system runs on the host.
 
 Recording costs a few microseconds per op; it runs only when asked.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import linecache
 import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -63,6 +65,14 @@ class _TensorArg:
 
 
 @dataclass(frozen=True)
+class _DtypeArg:
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
 class _Keyword:
     name: str
     value: object
@@ -86,9 +96,17 @@ def _memory_key(tensor: torch.Tensor) -> tuple:
         return ("object", id(tensor))
 
 
-def _user_line() -> tuple[str | None, int | None]:
+# Batches are made on the host (the system's input workers), not in the
+# step's graph: ops run by a data loader inside the step are not recorded.
+_DATA_PIPELINE_MODULES = ("torch.utils.data.", "cslint.cstorch.utils.data.")
+
+
+def _user_line() -> tuple[str | None, int | None] | None:
+    """The user's line that ran the op, or None for an op of the data pipeline."""
     frame = sys._getframe(2)
     while frame is not None and is_internal_frame(frame):
+        if frame.f_globals.get("__name__", "").startswith(_DATA_PIPELINE_MODULES):
+            return None
         frame = frame.f_back
     if frame is None:
         return None, None
@@ -96,49 +114,176 @@ def _user_line() -> tuple[str | None, int | None]:
 
 
 class _TensorNames:
-    """Stable names for the tensors a step reads, shared by all recorded steps."""
+    """The names of the tensors one step touches, by their role in the step.
+
+    Names stay the same from step to step where the roles do, whatever tensor
+    objects fill them: a parameter of a module or optimizer the step can reach
+    (`model.0.weight`, `param[0]`), its grad, a state key of it, a param-group
+    value (a scheduler writes a new lr tensor every step), an input of the
+    step by position, the output of the step's op n, and any other tensor from
+    before the step by its order of first use in the step (a batch the step
+    takes from an iterator): values that arrive as tensors are data, not graph.
+    """
 
     def __init__(self) -> None:
-        self._known: dict[tuple, str] = {}
-        self._unnamed_count = 0
+        self._roles: dict[tuple, str] = {}
+        self._created: dict[tuple, str] = {}
+        self._arrived: dict[tuple, str] = {}
         # Keep named tensors alive so their memory is not reused meanwhile.
         self._alive: list[torch.Tensor] = []
 
     def name(self, tensor: torch.Tensor, name: str) -> None:
-        self._known[_memory_key(tensor)] = name
+        """Give `tensor` the role `name`, unless an earlier role named it."""
+        key = _memory_key(tensor)
+        if key not in self._roles:
+            self._roles[key] = name
+            self._alive.append(tensor)
+
+    def role(self, tensor: torch.Tensor) -> str | None:
+        return self._roles.get(_memory_key(tensor))
+
+    def created(self, tensor: torch.Tensor, op_number: int) -> None:
+        self._created[_memory_key(tensor)] = f"op{op_number}"
         self._alive.append(tensor)
 
-    def lookup(self, tensor: torch.Tensor, created_this_step: set) -> str:
+    def lookup(self, tensor: torch.Tensor) -> str:
         key = _memory_key(tensor)
-        name = self._known.get(key)
-        if name is not None:
-            return name
-        if key in created_this_step:
-            return "temp"
-        # A tensor from before the step that nobody named: number it by first
-        # appearance, which is stable from step to step.
-        self._unnamed_count += 1
-        name = f"tensor#{self._unnamed_count}"
-        self.name(tensor, name)
+        # Made in this step first: its memory may be a freed role tensor's.
+        name = self._created.get(key) or self._roles.get(key) or self._arrived.get(key)
+        if name is None:
+            name = self._arrived[key] = f"tensor#{len(self._arrived) + 1}"
+            self._alive.append(tensor)
         return name
 
 
-def _name_optimizer_tensors(names: _TensorNames, optimizer: torch.optim.Optimizer) -> None:
-    index = 0
-    for group_index, group in enumerate(optimizer.param_groups):
-        param_names = group.get("param_names")
-        for position, param in enumerate(group["params"]):
-            base = param_names[position] if param_names else f"param[{index}]"
-            names.name(param, base)
-            if param.grad is not None:
-                names.name(param.grad, f"{base}.grad")
-            for key, value in optimizer.state.get(param, {}).items():
-                if isinstance(value, torch.Tensor):
-                    names.name(value, f"state[{base}][{key!r}]")
-            index += 1
-        for key, value in group.items():
-            if key != "params" and isinstance(value, torch.Tensor):
-                names.name(value, f"param_groups[{group_index}][{key!r}]")
+# Objects reached from a step are followed this deep (a list of models in a
+# dict held by a function the step calls).
+_MAX_REACH_DEPTH = 4
+_MAX_CONTAINER_ITEMS = 64
+
+
+_LIBRARY_MODULES = {"torch", "builtins"}
+_NOT_REACHED_INTO = (str, bytes, int, float, type)
+
+
+def _is_scheduler(value) -> bool:
+    optimizer = getattr(value, "optimizer", None)
+    return isinstance(optimizer, torch.optim.Optimizer) and hasattr(value, "last_epoch")
+
+
+def _function_roots(function) -> list[tuple[str, object]]:
+    """The objects a function reads by name: its closure cells and the globals its code names."""
+    roots: list[tuple[str, object]] = []
+    bound_self = getattr(function, "__self__", None)
+    function = getattr(function, "__func__", function)
+    if bound_self is not None:
+        roots.append(("self", bound_self))
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return roots
+    for name, cell in zip(code.co_freevars, function.__closure__ or ()):
+        try:
+            roots.append((name, cell.cell_contents))
+        except ValueError:  # an empty cell: a name assigned later
+            continue
+    global_names = getattr(function, "__globals__", {})
+    pending = [code]
+    while pending:  # names used by nested lambdas and comprehensions too
+        current = pending.pop()
+        for name in current.co_names:
+            if name in global_names:
+                roots.append((name, global_names[name]))
+        pending.extend(const for const in current.co_consts if hasattr(const, "co_names"))
+    return roots
+
+
+class _RoleNamer:
+    """Names the tensors reachable from a step's function and arguments."""
+
+    def __init__(self, names: _TensorNames) -> None:
+        self.names = names
+        self._seen: set[int] = set()
+
+    def visit(self, label: str, value, depth: int = 0) -> None:
+        if depth > _MAX_REACH_DEPTH or value is None or isinstance(value, _NOT_REACHED_INTO):
+            return
+        if isinstance(value, torch.Tensor):
+            self.names.name(value, label)
+            return
+        if id(value) in self._seen:
+            return
+        self._seen.add(id(value))
+        if isinstance(value, torch.nn.Module):
+            self._name_module(label, value)
+        elif isinstance(value, torch.optim.Optimizer):
+            self._name_optimizer(label, value)
+        elif _is_scheduler(value):
+            self.visit(f"{label}.optimizer", value.optimizer, depth + 1)
+            self.visit(f"{label}.last_epoch", value.last_epoch, depth + 1)
+        elif isinstance(value, dict):
+            for key, item in list(value.items())[:_MAX_CONTAINER_ITEMS]:
+                self.visit(f"{label}[{key!r}]", item, depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for index, item in enumerate(value[:_MAX_CONTAINER_ITEMS]):
+                self.visit(f"{label}[{index}]", item, depth + 1)
+        elif isinstance(value, (types.FunctionType, types.MethodType)):
+            self.visit_function(value, depth + 1)
+        elif label == "self" and hasattr(value, "__dict__"):  # a step that is a method
+            for attribute, item in vars(value).items():
+                self.visit(f"self.{attribute}", item, depth + 1)
+
+    def visit_function(self, function, depth: int = 0) -> None:
+        # A traced or otherwise wrapped step: what the user wrote is inside.
+        while hasattr(function, "__wrapped__"):
+            function = function.__wrapped__
+        if getattr(function, "__module__", None) in _LIBRARY_MODULES or str(
+            getattr(function, "__module__", None)
+        ).startswith("torch."):
+            return  # library code: what it reads is not the user's model
+        for label, value in _function_roots(function):
+            self.visit(label, value, depth)
+
+    def _name_module(self, label: str, module: torch.nn.Module) -> None:
+        for name, tensor in (*module.named_parameters(), *module.named_buffers()):
+            self.names.name(tensor, f"{label}.{name}")
+            if tensor.grad is not None:
+                self.names.name(tensor.grad, f"{label}.{name}.grad")
+
+    def _name_optimizer(self, label: str, optimizer: torch.optim.Optimizer) -> None:
+        prefix = f"{label}." if label else ""
+        index = 0
+        for group_index, group in enumerate(optimizer.param_groups):
+            param_names = group.get("param_names")
+            for position, param in enumerate(group["params"]):
+                # A module's parameter keeps the module's name for it.
+                base = self.names.role(param) or (
+                    param_names[position] if param_names else f"{prefix}param[{index}]"
+                )
+                self.names.name(param, base)
+                if param.grad is not None:
+                    self.names.name(param.grad, f"{base}.grad")
+                for key, value in optimizer.state.get(param, {}).items():
+                    if isinstance(value, torch.Tensor):
+                        self.names.name(value, f"{prefix}state[{base}][{key!r}]")
+                index += 1
+            for key, value in group.items():
+                if key != "params" and isinstance(value, torch.Tensor):
+                    self.names.name(value, f"{prefix}param_groups[{group_index}][{key!r}]")
+
+
+def _step_names(step_fn: Callable | None, args: tuple = (), kwargs: dict | None = None,
+                optimizer: torch.optim.Optimizer | None = None) -> _TensorNames:
+    """Fresh role names for one step of `step_fn(*args, **kwargs)` (or of `optimizer.step()`)."""
+    names = _TensorNames()
+    namer = _RoleNamer(names)
+    if optimizer is not None:
+        namer.visit("", optimizer)
+    leaves = torch.utils._pytree.tree_leaves((args, kwargs or {}))
+    for position, leaf in enumerate(leaves):
+        namer.visit(f"input[{position}]", leaf)
+    if step_fn is not None:
+        namer.visit_function(step_fn)
+    return names
 
 
 class _GraphRecorder(TorchDispatchMode):
@@ -146,7 +291,6 @@ class _GraphRecorder(TorchDispatchMode):
         super().__init__()
         self.names = names
         self.records: list[_OpRecord] = []
-        self.created: set = set()
 
     def _describe(self, value, constant_values: bool = False):
         if isinstance(value, torch.Tensor):
@@ -155,7 +299,7 @@ class _GraphRecorder(TorchDispatchMode):
                 with torch._C.DisableTorchFunction():
                     values = tuple(value.detach().reshape(-1).tolist())
             return _TensorArg(
-                "constant" if constant_values else self.names.lookup(value, self.created),
+                "constant" if constant_values else self.names.lookup(value),
                 str(value.dtype).replace("torch.", ""),
                 tuple(value.shape),
                 values,
@@ -164,7 +308,9 @@ class _GraphRecorder(TorchDispatchMode):
             return tuple(self._describe(item) for item in value)
         if value is None or isinstance(value, (bool, int, float, complex, str)):
             return value
-        if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        if isinstance(value, torch.dtype):
+            return _DtypeArg(str(value).replace("torch.", ""))
+        if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
             return str(value)
         return type(value).__name__
 
@@ -174,22 +320,25 @@ class _GraphRecorder(TorchDispatchMode):
         result = func(*args, **kwargs)
         if getattr(func, "namespace", None) == "profiler":  # torch's record_function markers
             return result
+        line = _user_line()
+        if line is None:
+            return result  # its outputs are data to the step, like its inputs
         constant = func in _LIFT_FRESH_OPS
         arguments = tuple(self._describe(arg, constant) for arg in args) + tuple(
             _Keyword(key, self._describe(value)) for key, value in sorted(kwargs.items())
         )
-        filename, lineno = _user_line()
-        self.records.append(_OpRecord(str(func), arguments, filename, lineno))
+        self.records.append(_OpRecord(str(func), arguments, *line))
         input_keys = {
             _memory_key(arg) for arg in args if isinstance(arg, torch.Tensor)
         }
         outputs = result if isinstance(result, (list, tuple)) else (result,)
         for output in outputs:
-            if isinstance(output, torch.Tensor):
-                key = _memory_key(output)
-                # lift_fresh returns its input: a constant made in this step.
-                if constant or key not in input_keys:
-                    self.created.add(key)
+            # An output that is an input (in place, an alias) keeps the input's name;
+            # lift_fresh returns its input: a constant made in this step.
+            if not isinstance(output, torch.Tensor):
+                continue
+            if constant or _memory_key(output) not in input_keys:
+                self.names.created(output, len(self.records))
         return result
 
 
@@ -240,12 +389,13 @@ def check_static_graph(optimizer_or_fn, steps: int = 3) -> None:
             f"arguments, got {type(optimizer_or_fn).__name__}"
         )
 
-    names = _TensorNames()
     previous: list[_OpRecord] | None = None
     for step_number in range(1, steps + 1):
+        # Grads, state and scheduled values may be new tensors each step: name them afresh.
         if optimizer is not None:
-            # Grads and state may be new tensors each step; name them afresh.
-            _name_optimizer_tensors(names, optimizer)
+            names = _step_names(None, optimizer=optimizer)
+        else:
+            names = _step_names(run_step)
         recorder = _GraphRecorder(names)
         with recorder:
             run_step()
@@ -258,20 +408,72 @@ def check_static_graph(optimizer_or_fn, steps: int = 3) -> None:
     return None
 
 
+def _flat_arguments(record: _OpRecord) -> list:
+    flat = []
+    pending = list(record.arguments)
+    while pending:
+        argument = pending.pop(0)
+        if isinstance(argument, _Keyword):
+            argument = argument.value
+        if isinstance(argument, tuple):
+            pending[:0] = argument
+        else:
+            flat.append(argument)
+    return flat
+
+
+def _what_changed(
+    before: _OpRecord | None, now: _OpRecord | None, step_number: int
+) -> tuple[str, str]:
+    """The first difference of two ops, said as the user would, and the fix that fits it."""
+    earlier = f"step {step_number - 1}"
+    later = f"step {step_number}"
+    if before is None:
+        return f"{later} ran an op that {earlier} did not: {now.op}", advice.GRAPH_PATH_CHANGED
+    if now is None:
+        return f"{later} stopped before {before.op}, which {earlier} ran", advice.GRAPH_PATH_CHANGED
+    if before.op != now.op:
+        return f"{later} ran {now.op} where {earlier} ran {before.op}", advice.GRAPH_PATH_CHANGED
+    old_arguments, new_arguments = _flat_arguments(before), _flat_arguments(now)
+    for old, new in zip(old_arguments, new_arguments):
+        if old == new:
+            continue
+        if isinstance(old, _TensorArg) and isinstance(new, _TensorArg):
+            if old.name != new.name:
+                what = f"{now.op} read {new.name} where {earlier} read {old.name}"
+                return what, advice.GRAPH_PATH_CHANGED
+            if old.shape != new.shape:
+                what = f"the shape of {new.name} changed from {list(old.shape)} to {list(new.shape)}"
+                return what, advice.GRAPH_SHAPE_CHANGED
+            if old.dtype != new.dtype:
+                what = f"the dtype of {new.name} changed from {old.dtype} to {new.dtype}"
+                return what, advice.GRAPH_DTYPE_CHANGED
+            what = (
+                f"a tensor built from Python values changed from {list(old.values)} to "
+                f"{list(new.values)}; its values are compiled into the graph"
+            )
+            return what, advice.GRAPH_CHANGED
+        if isinstance(old, _DtypeArg) and isinstance(new, _DtypeArg):
+            what = f"{now.op} made a {new} tensor where {earlier} made a {old} one"
+            return what, advice.GRAPH_DTYPE_CHANGED
+        what = (
+            f"the Python value {_render(old)} passed to {now.op} became {_render(new)}; "
+            "Python values are compiled into the graph"
+        )
+        return what, advice.GRAPH_CHANGED
+    what = f"{now.op} took {len(new_arguments)} arguments where {earlier} gave it {len(old_arguments)}"
+    return what, advice.GRAPH_PATH_CHANGED
+
+
 def _graph_changed(owner, step_number, index, previous, current):
     before = previous[index] if index < len(previous) else None
     now = current[index] if index < len(current) else None
+    what, fix = _what_changed(before, now, step_number)
     lines = [
-        f"step {step_number} traced a different graph than step {step_number - 1} "
-        f"(first difference at op {index + 1}; the steps ran {len(previous)} and "
-        f"{len(current)} ops):",
+        f"step {step_number} traced a different graph than step {step_number - 1}: {what} "
+        f"(op {index + 1}; the steps ran {len(previous)} and {len(current)} ops):",
         f"    step {step_number - 1}: {before.render() if before else '(no more ops)'}",
         f"    step {step_number}: {now.render() if now else '(no more ops)'}",
     ]
-    return compliance_error(
-        "CS501",
-        "\n".join(lines),
-        advice.GRAPH_CHANGED,
-        owner=owner,
-        site=_site(now or before),
-    )
+    site = _site(now or before)
+    return compliance_error("CS501", "\n".join(lines), fix, owner=owner, site=site)

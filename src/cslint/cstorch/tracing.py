@@ -26,9 +26,8 @@ from cslint.cstorch.graph_check import (
     _first_difference,
     _graph_changed,
     _GraphRecorder,
-    _name_optimizer_tensors,
     _OpRecord,
-    _TensorNames,
+    _step_names,
 )
 from cslint.cstorch.guard import guarded_region
 from cslint.cstorch.optim.optimizer import Optimizer
@@ -127,7 +126,6 @@ class _GraphWatch:
     def _start(self, run) -> None:
         self.run = run
         self.calls = 0
-        self.names = _TensorNames()
         self.previous: list[_OpRecord] | None = None
 
     def call(self, step_fn: Callable, args: tuple, kwargs: dict):
@@ -136,10 +134,11 @@ class _GraphWatch:
             self._start(run)
         self.calls += 1
         if self.calls > _settings.graph_steps:
-            self.names = self.previous = None  # done: free what the recording held
+            self.previous = None  # done: free what the recording held
             return _run_guarded(self.owner, step_fn, args, kwargs)
-        self._name_inputs(args, kwargs)
-        recorder = _GraphRecorder(self.names)
+        # Inputs, grads and scheduled values may be new tensors every step:
+        # named afresh by their roles.
+        recorder = _GraphRecorder(_step_names(step_fn, args, kwargs))
         with recorder:
             result = _run_guarded(self.owner, step_fn, args, kwargs)
         current = recorder.records
@@ -149,19 +148,6 @@ class _GraphWatch:
                 raise _graph_changed(self.owner, self.calls, index, self.previous, current)
         self.previous = current
         return result
-
-    def _name_inputs(self, args: tuple, kwargs: dict) -> None:
-        # Inputs may be new tensors every step (batches, lr tensors a
-        # scheduler wrote, a model built per call): name them by their place.
-        leaves = torch.utils._pytree.tree_leaves((args, kwargs))
-        for position, leaf in enumerate(leaves):
-            if isinstance(leaf, torch.Tensor):
-                self.names.name(leaf, f"input[{position}]")
-            elif isinstance(leaf, torch.nn.Module):
-                for name, tensor in (*leaf.named_parameters(), *leaf.named_buffers()):
-                    self.names.name(tensor, f"input[{position}].{name}")
-            elif isinstance(leaf, torch.optim.Optimizer):
-                _name_optimizer_tensors(self.names, leaf)
 
 
 def _run_guarded(owner: str, step_fn: Callable, args: tuple, kwargs: dict):
