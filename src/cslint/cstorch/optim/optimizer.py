@@ -2,7 +2,8 @@
 
 Mirrors `cerebras.pytorch.optim.Optimizer`: state is created ahead of time in
 `preinitialize()` so the system can compile the whole step before the first
-iteration. In strict mode (the default) every `step` a subclass defines runs
+iteration. In strict mode (the default) every `step` a subclass runs (defined in its
+body, inherited from a mixin, or wrapped by any decorator) runs
 with its state frozen (CS101/CS102) and under the host-conversion guard
 (CS201-CS206), and each group's lr is a 0-dim device tensor from construction
 on, as it is on the system.
@@ -11,7 +12,6 @@ on, as it is on the system.
 from __future__ import annotations
 
 import functools
-import types
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -37,12 +37,6 @@ from cslint.cstorch.state_freeze import (
 __all__ = ["Optimizer"]
 
 
-def _method_owner(method: Callable) -> str:
-    # "test_x.<locals>.MyAdam.step" -> "MyAdam.step"
-    qualname = getattr(method, "__qualname__", method.__name__)
-    return ".".join(qualname.rsplit("<locals>.", 1)[-1].split(".")[-2:])
-
-
 def _loss_closure_on_host(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """The loss closure given to `step(closure)` runs host-side, unguarded."""
 
@@ -61,8 +55,18 @@ def _loss_closure_on_host(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     return args, kwargs
 
 
-def _guard_step(step: Callable) -> Callable:
-    owner = _method_owner(step)
+def _step_owner(cls: type) -> str:
+    """'Class.step' naming the class whose body defines the step `cls` runs
+    (a mixin's, a base's), for messages."""
+    for klass in cls.__mro__:
+        if "step" in klass.__dict__:
+            return f"{klass.__name__}.step"
+    return f"{cls.__name__}.step"
+
+
+def _guard_step(step: Callable, owner: str) -> Callable:
+    """Wrap `step` (called as `step(self, ...)`, like torch's step hook calls
+    it) so that it runs frozen and guarded in strict mode."""
 
     @functools.wraps(step)
     def guarded_step(self, *args, **kwargs):
@@ -125,15 +129,17 @@ class Optimizer(torch.optim.Optimizer, ABC):
     optimizer is stepped by one thread at a time.
     """
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        # Plain functions only (decorated ones included): that is what
-        # optimizers define, and what `self` can be bound to.
-        step = cls.__dict__.get("step")
-        if isinstance(step, types.FunctionType) and not getattr(
-            step, "_cstorch_guarded_step", False
-        ):
-            cls.step = _guard_step(step)
+    def _patch_step_function(self) -> None:
+        # torch wraps whatever `type(self).step` resolves to (a function of
+        # the class body, one inherited from a mixin, a class-based decorator)
+        # here, at construction and on unpickling; the guard goes inside
+        # torch's wrapper, so every way of defining step is checked and
+        # torch's step hooks run outside it, on the host.
+        cls = type(self)
+        step = cls.step
+        if not getattr(step, "_cstorch_guarded_step", False):
+            cls.step = _guard_step(step, _step_owner(cls))
+        super()._patch_step_function()
 
     def __init__(
         self,

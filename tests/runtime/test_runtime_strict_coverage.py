@@ -1,0 +1,145 @@
+"""Strict mode reaches every way of writing a step or a closed form.
+
+A `step` inherited from a mixin or wrapped by a class-based decorator is
+guarded like one written in the class body (the guard hooks the step where
+torch.optim hooks it); a scheduler that overrides `get` runs it guarded.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+import cslint.cstorch as cstorch
+from cstorch_helpers import assert_compliance_error, make_params, run_steps
+
+HERE = __file__
+
+
+class ReadsLrAsNumberMixin:
+    """A step shared by several optimizers, written once in a mixin."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(p.grad, alpha=-group["lr"])  # mixin-alpha
+
+
+class CompliantStepMixin:
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.sub_(group["lr"] * p.grad)
+
+
+class NoState(cstorch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    def preinitialize(self):
+        pass
+
+
+class MixinStep(ReadsLrAsNumberMixin, NoState):
+    pass
+
+
+class CompliantMixinStep(CompliantStepMixin, NoState):
+    pass
+
+
+DECORATED_CALLS: list[str] = []
+
+
+class counted_step:  # noqa: N801 - a decorator, named like one
+    """A class-based decorator: records each call, then runs the step."""
+
+    def __init__(self, function):
+        functools.update_wrapper(self, function)
+        self.function = function
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        return functools.partial(self, instance)
+
+    def __call__(self, optimizer, *args, **kwargs):
+        DECORATED_CALLS.append(type(optimizer).__name__)
+        return self.function(optimizer, *args, **kwargs)
+
+
+class DecoratedStep(NoState):
+    @counted_step
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad.sum() > 0:  # decorated-if
+                    p.sub_(group["lr"] * p.grad)
+
+
+class CompliantDecoratedStep(NoState):
+    @counted_step
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.sub_(group["lr"] * p.grad)
+
+
+def test_a_step_inherited_from_a_mixin_is_guarded_and_named_by_the_mixin():
+    optimizer = MixinStep(make_params())
+    assert_compliance_error(
+        "CS205", HERE, "mixin-alpha", optimizer.step, owner="ReadsLrAsNumberMixin.step"
+    )
+
+
+def test_a_step_wrapped_by_a_class_based_decorator_is_guarded():
+    optimizer = DecoratedStep(make_params())
+    assert_compliance_error(
+        "CS201", HERE, "decorated-if", optimizer.step, owner="DecoratedStep.step"
+    )
+    assert "DecoratedStep" in DECORATED_CALLS
+
+
+def test_a_guarded_step_keeps_the_state_frozen_whatever_defines_it():
+    class LazyMixin:
+        @torch.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    self.state[p]["momentum"] = p.grad.clone()
+
+    class LazyMixinStep(LazyMixin, NoState):
+        pass
+
+    with pytest.raises(cstorch.ComplianceError, match=r"^CS101 .* in LazyMixin\.step"):
+        LazyMixinStep(make_params()).step()
+
+
+@pytest.mark.parametrize("optimizer_class", [CompliantMixinStep, CompliantDecoratedStep])
+def test_compliant_mixin_and_decorated_steps_run_and_update(optimizer_class):
+    params = make_params()
+    before = [p.detach().clone() for p in params]
+    optimizer = optimizer_class(params)
+    run_steps(optimizer, steps=3)
+    assert all(not torch.equal(p, b) for p, b in zip(params, before))
+
+
+def test_torch_step_hooks_still_run_around_the_guarded_step():
+    optimizer = CompliantMixinStep(make_params())
+    calls = []
+    optimizer.register_step_pre_hook(lambda opt, args, kwargs: calls.append("pre"))
+    optimizer.register_step_post_hook(lambda opt, args, kwargs: calls.append("post"))
+    optimizer.step()
+    assert calls == ["pre", "post"]
+
+
+def test_the_mixin_step_runs_unguarded_with_strict_off():
+    optimizer = MixinStep(make_params())
+    with cstorch.strict(False):
+        run_steps(optimizer, steps=2)
