@@ -143,3 +143,53 @@ def test_the_mixin_step_runs_unguarded_with_strict_off():
     optimizer = MixinStep(make_params())
     with cstorch.strict(False):
         run_steps(optimizer, steps=2)
+
+
+# -- schedulers that override the method evaluating the closed form ---------------
+
+
+class BranchingGetLR(cstorch.optim.lr_scheduler.LRScheduler):
+    """Overrides `get` (which evaluates the closed form) with a Python branch."""
+
+    def __init__(self, optimizer):
+        super().__init__(optimizer, total_iters=10)
+
+    def _get_closed_form_lr(self):
+        return torch.tensor(0.1) * (self.last_epoch + 1)
+
+    def get(self):
+        value = self._get_closed_form_lr()
+        if self.last_epoch > 3:  # get-if
+            value = value / 2
+        return [value for _ in self.optimizer.param_groups]
+
+
+class WarmupGetLR(BranchingGetLR):
+    def get(self):
+        value = torch.where(self.last_epoch > 3, torch.tensor(0.05), torch.tensor(0.1))
+        return [value for _ in self.optimizer.param_groups]
+
+
+def test_a_scheduler_overriding_get_runs_it_guarded():
+    optimizer = CompliantMixinStep(make_params())
+    assert_compliance_error(
+        "CS201", HERE, "get-if", lambda: BranchingGetLR(optimizer), owner="BranchingGetLR.get"
+    )
+
+
+def test_a_compliant_get_override_schedules_the_lr():
+    optimizer = CompliantMixinStep(make_params())
+    scheduler = WarmupGetLR(optimizer)
+    lrs = []
+    for _ in range(6):
+        lrs.append(float(optimizer.param_groups[0]["lr"]))
+        scheduler.step()
+    assert lrs == pytest.approx([0.1, 0.1, 0.1, 0.1, 0.05, 0.05])
+
+
+def test_an_overridden_get_runs_with_strict_off():
+    optimizer = CompliantMixinStep(make_params())
+    with cstorch.strict(False):
+        scheduler = BranchingGetLR(optimizer)
+        for _ in range(5):
+            scheduler.step()
