@@ -193,3 +193,81 @@ def test_an_overridden_get_runs_with_strict_off():
         scheduler = BranchingGetLR(optimizer)
         for _ in range(5):
             scheduler.step()
+
+
+# -- data-dependent shapes inside C ops (CS206) ----------------------------------------
+
+
+def labels_of(batch):
+    return (batch * 3).long().clamp(0, 3).flatten()
+
+
+def one_hot_without_classes(batch):
+    return torch.nn.functional.one_hot(labels_of(batch))  # one-hot
+
+
+def one_hot_with_minus_one(batch):
+    return torch.nn.functional.one_hot(labels_of(batch), -1)  # one-hot-minus-one
+
+
+def unique_of_labels(batch):
+    return torch.unique(labels_of(batch))  # unique-labels
+
+
+def repeat_by_labels(batch):
+    return batch.flatten().repeat_interleave(labels_of(batch))  # repeat-by-labels
+
+
+SHAPE_VIOLATIONS = [
+    (one_hot_without_classes, "one-hot"),
+    (one_hot_with_minus_one, "one-hot-minus-one"),
+    (unique_of_labels, "unique-labels"),
+    (repeat_by_labels, "repeat-by-labels"),
+]
+
+
+@pytest.mark.parametrize(
+    "function, marker", SHAPE_VIOLATIONS, ids=[m for _, m in SHAPE_VIOLATIONS]
+)
+def test_data_dependent_shapes_in_a_traced_step_raise_cs206(function, marker):
+    step = cstorch.trace(function)
+    error = assert_compliance_error(
+        "CS206", HERE, marker, lambda: step(torch.rand(2, 3)), owner=function.__name__
+    )
+    assert isinstance(error, cstorch.TracedValueError)
+
+
+def test_one_hot_names_the_fix():
+    step = cstorch.trace(one_hot_without_classes)
+    with pytest.raises(cstorch.ComplianceError, match="num_classes="):
+        step(torch.rand(2, 3))
+
+
+def test_sized_look_alikes_run_clean():
+    @cstorch.trace
+    def sized(batch):
+        labels = labels_of(batch)
+        encoded = torch.nn.functional.one_hot(labels, num_classes=4)
+        repeated = batch.flatten().repeat_interleave(2)
+        return encoded.sum() + repeated.sum()
+
+    for _ in range(3):
+        sized(torch.rand(2, 3))
+
+
+def test_data_dependent_shapes_run_with_strict_off():
+    with cstorch.strict(False):
+        for function, _ in SHAPE_VIOLATIONS:
+            cstorch.trace(function)(torch.rand(2, 3))
+
+
+def unique_in_a_step(opt, group, p, state):
+    buckets = torch.unique((p.grad * 4).round())  # step-unique
+    del buckets
+
+
+def test_unique_of_a_computed_gradient_in_a_step_raises_cs206():
+    from cstorch_helpers import BodyOptimizer
+
+    optimizer = BodyOptimizer(make_params(), unique_in_a_step)
+    assert_compliance_error("CS206", HERE, "step-unique", optimizer.step, owner="BodyOptimizer.step")

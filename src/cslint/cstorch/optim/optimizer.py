@@ -80,7 +80,7 @@ def _guard_step(step: Callable, owner: str) -> Callable:
         if swap:
             self.state = FrozenOptimizerState(original_state, self._describe_param)
         try:
-            with guarded_region(owner):
+            with guarded_region(owner, self._has_float64_params):
                 return step(self, *args, **kwargs)
         finally:
             if swap:
@@ -190,6 +190,11 @@ class Optimizer(torch.optim.Optimizer, ABC):
     def _params(self) -> list:
         """All parameters in torch's state_dict index order."""
         return [param for group in self.param_groups for param in group["params"]]
+
+    def _has_float64_params(self) -> bool:
+        """Whether the user gave float64 parameters (strict mode's CS403 lets
+        the step follow their dtype)."""
+        return any(param.dtype is torch.float64 for param in self._params())
 
     def _describe_param(self, param) -> str:
         index = 0
