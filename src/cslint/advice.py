@@ -62,6 +62,12 @@ FLOAT64 = (
 # A state entry created outside preinitialize().
 STATE_OUTSIDE_PREINITIALIZE = "create it in preinitialize() and only update it in place in step()"
 
+# Optimizer state kept in an attribute (`self.buf = ...`, `self.history.append(...)`) in step.
+ATTRIBUTE_STATE = (
+    "keep it in self.state[p], created in preinitialize() and updated in place in step(); "
+    "values for logging belong in a @cstorch.step_closure"
+)
+
 # A parameter's whole state bound to a new dict outside preinitialize().
 PARAMETER_STATE_REBOUND = (
     "create every state tensor in preinitialize() and only update it in place afterwards"

@@ -271,3 +271,137 @@ def test_unique_of_a_computed_gradient_in_a_step_raises_cs206():
 
     optimizer = BodyOptimizer(make_params(), unique_in_a_step)
     assert_compliance_error("CS206", HERE, "step-unique", optimizer.step, owner="BodyOptimizer.step")
+
+
+# -- state kept in optimizer attributes (CS101) -------------------------------------------
+
+
+class AttributeStateSGD(cstorch.optim.Optimizer):
+    """Runs `body(self, group, p)` per parameter; __init__ leaves a few attributes."""
+
+    def __init__(self, params, body, lr=0.1):
+        self.body = body
+        self.history = []
+        self.scale = None
+        self.seen = {}
+        super().__init__(params, dict(lr=lr))
+
+    def preinitialize(self):
+        pass
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.body(self, group, p)
+                p.sub_(group["lr"] * p.grad)
+
+
+def tensor_attribute(opt, group, p):
+    opt.previous_grad = p.grad.clone()  # attr-tensor
+
+
+def tensor_replaces_none(opt, group, p):
+    opt.scale = p.grad.abs().max()  # attr-none-to-tensor
+
+
+def list_of_tensors(opt, group, p):
+    opt.buffers = [p.grad * 2]  # attr-list
+
+
+def appended(opt, group, p):
+    opt.history.append(p.grad * 2)
+
+
+def dict_grows(opt, group, p):
+    opt.seen[id(p)] = p.grad.sum()
+
+
+ATTRIBUTE_VIOLATIONS = [
+    (tensor_attribute, "attr-tensor"),
+    (tensor_replaces_none, "attr-none-to-tensor"),
+    (list_of_tensors, "attr-list"),
+]
+
+
+@pytest.mark.parametrize(
+    "body, marker", ATTRIBUTE_VIOLATIONS, ids=[m for _, m in ATTRIBUTE_VIOLATIONS]
+)
+def test_an_attribute_that_gains_a_tensor_in_step_is_cs101_at_its_line(body, marker):
+    optimizer = AttributeStateSGD(make_params(), body)
+    error = assert_compliance_error(
+        "CS101", HERE, marker, optimizer.step, owner="AttributeStateSGD.step"
+    )
+    assert "self.state[p]" in error.fix
+
+
+@pytest.mark.parametrize("body, growing", [(appended, "history"), (dict_grows, "seen")])
+def test_a_container_attribute_that_grows_in_step_is_cs101(body, growing):
+    optimizer = AttributeStateSGD(make_params(), body)
+    with pytest.raises(cstorch.StateError) as caught:
+        optimizer.step()
+    error = caught.value
+    assert error.code == "CS101"
+    assert f"self.{growing} grows from 0 to 2 entries" in str(error)
+    assert error.owner == "AttributeStateSGD.step"
+    assert error.filename == HERE
+    # The write is in a helper that names the optimizer `opt`: the step's def line.
+    assert error.site.code_line == "def step(self, closure=None):"
+    assert "fix:" in str(error)
+
+
+class CreatesHistory(NoState):
+    @torch.no_grad()
+    def step(self, closure=None):
+        self.log = []  # attr-created
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.log.append(p.grad.norm())
+                p.sub_(group["lr"] * p.grad)
+
+
+def test_a_container_attribute_created_and_filled_in_step_is_cs101_where_it_is_created():
+    optimizer = CreatesHistory(make_params())
+    assert_compliance_error(
+        "CS101", HERE, "attr-created", optimizer.step, owner="CreatesHistory.step"
+    )
+
+
+def keeps_python_values(opt, group, p):
+    opt.last_group_size = len(group["params"])
+    opt.scale = None
+    opt.history.append(tuple(p.shape))
+
+
+def test_attributes_that_keep_python_values_are_fine():
+    optimizer = AttributeStateSGD(make_params(), keeps_python_values)
+    run_steps(optimizer, steps=3)
+
+
+def test_attribute_state_runs_with_strict_off():
+    for body, _ in ATTRIBUTE_VIOLATIONS:
+        optimizer = AttributeStateSGD(make_params(), body)
+        with cstorch.strict(False):
+            run_steps(optimizer, steps=2)
+    optimizer = AttributeStateSGD(make_params(), appended)
+    with cstorch.strict(False):
+        run_steps(optimizer, steps=2)
+    assert len(optimizer.history) == 4
+
+
+class GrowsTrail(NoState):
+    def __init__(self, params):
+        self.trail = []
+        super().__init__(params)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.trail.append(p.grad.clone())  # attr-grows
+                p.sub_(group["lr"] * p.grad)
+
+
+def test_a_container_grown_in_the_class_body_is_cs101_at_the_growing_line():
+    optimizer = GrowsTrail(make_params())
+    assert_compliance_error("CS101", HERE, "attr-grows", optimizer.step, owner="GrowsTrail.step")

@@ -4,7 +4,8 @@ Mirrors `cerebras.pytorch.optim.Optimizer`: state is created ahead of time in
 `preinitialize()` so the system can compile the whole step before the first
 iteration. In strict mode (the default) every `step` a subclass runs (defined in its
 body, inherited from a mixin, or wrapped by any decorator) runs
-with its state frozen (CS101/CS102) and under the host-conversion guard
+with its state frozen (CS101/CS102; attributes that gain a tensor or
+containers that grow while it runs are CS101 too) and under the host-conversion guard
 (CS201-CS206), and each group's lr is a 0-dim device tensor from construction
 on, as it is on the system.
 """
@@ -25,11 +26,14 @@ from cslint import advice
 from cslint.cstorch import strict_mode
 from cslint.cstorch.device_values import mark_optimizer_values, scheduled_origin
 from cslint.cstorch.errors import compliance_error
-from cslint.cstorch.guard import guarded_region, host_side
+from cslint.cstorch.guard import current_owner, guarded_region, host_side
 from cslint.cstorch.provenance import mark
 from cslint.cstorch.source_position import user_site
 from cslint.cstorch.state_freeze import (
+    AttributeSnapshot,
     FrozenOptimizerState,
+    attribute_gains_tensor_error,
+    holds_tensor,
     layout_differences,
     state_layout,
 )
@@ -77,14 +81,18 @@ def _guard_step(step: Callable, owner: str) -> Callable:
         original_state = self.state
         # A subclass's step calling super().step() is already frozen.
         swap = not isinstance(original_state, FrozenOptimizerState)
-        if swap:
-            self.state = FrozenOptimizerState(original_state, self._describe_param)
-        try:
+        if not swap:
             with guarded_region(owner, self._has_float64_params):
                 return step(self, *args, **kwargs)
+        attributes = AttributeSnapshot(self.__dict__)
+        self.state = FrozenOptimizerState(original_state, self._describe_param)
+        try:
+            with guarded_region(owner, self._has_float64_params):
+                result = step(self, *args, **kwargs)
         finally:
-            if swap:
-                self.state = original_state
+            self.state = original_state
+        attributes.check(self, step, owner)
+        return result
 
     guarded_step._cstorch_guarded_step = True
     return guarded_step
@@ -165,6 +173,20 @@ class Optimizer(torch.optim.Optimizer, ABC):
                 )
         # What checkpoints are checked against in load_state_dict.
         self._preinitialized_layout = state_layout(self._params(), self.state)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # While step runs (its state frozen), an attribute that gains a tensor
+        # is state kept outside self.state: CS101 at the line that sets it.
+        frozen = self.__dict__.get("state")
+        if (
+            type(frozen) is FrozenOptimizerState
+            and name != "state"
+            and frozen.checks_active()
+            and holds_tensor(value)
+            and not holds_tensor(self.__dict__.get(name))
+        ):
+            raise attribute_gains_tensor_error(name, value, current_owner())
+        super().__setattr__(name, value)
 
     # -- construction helpers -------------------------------------------------
 
