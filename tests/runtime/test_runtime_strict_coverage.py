@@ -405,3 +405,28 @@ class GrowsTrail(NoState):
 def test_a_container_grown_in_the_class_body_is_cs101_at_the_growing_line():
     optimizer = GrowsTrail(make_params())
     assert_compliance_error("CS101", HERE, "attr-grows", optimizer.step, owner="GrowsTrail.step")
+
+
+# -- host reads the function mode cannot see, on host tensors (CS204) ---------------------
+
+
+def host_table_sliced_by_state(opt, group, p, state):
+    table = torch.arange(10.0)
+    head = table[: state["step"].long() + 1]  # slice-bound
+    del head
+
+
+def host_tensor_sized_by_state(opt, group, p, state):
+    zeros = torch.zeros((state["step"].long() + 1, 2))  # size-from-state
+    del zeros
+
+
+@pytest.mark.parametrize(
+    "body, marker",
+    [(host_table_sliced_by_state, "slice-bound"), (host_tensor_sized_by_state, "size-from-state")],
+)
+def test_a_device_value_read_as_a_bound_or_size_of_a_host_tensor_is_cs204(body, marker):
+    from cstorch_helpers import BodyOptimizer
+
+    optimizer = BodyOptimizer(make_params(), body)
+    assert_compliance_error("CS204", HERE, marker, optimizer.step, owner="BodyOptimizer.step")

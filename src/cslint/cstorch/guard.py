@@ -53,11 +53,14 @@ from cslint import advice
 from cslint.cstorch import strict_mode
 from cslint.cstorch.errors import compliance_error
 from cslint.cstorch.provenance import (
+    PARAMETER,
     Origin,
     mark_computed,
     mark_computed_among,
     origin_among,
     origin_of,
+    origin_of_slice,
+    registry_get,
 )
 from cslint.cstorch.source_position import (
     is_range_call,
@@ -68,6 +71,7 @@ from cslint.cstorch.source_position import (
 __all__ = ["guarded_region", "host_side", "current_owner", "checks_active"]
 
 _Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
 _aten = torch.ops.aten
 
 
@@ -114,9 +118,18 @@ def _origin_of_inputs(args: tuple, kwargs: dict) -> Origin | None:
     for group in (args, kwargs.values()) if kwargs else (args,):
         for arg in group:
             if isinstance(arg, _Tensor):
-                origin = origin_of(arg)
+                # origin_of, inlined: this runs for every argument of every op.
+                ref = registry_get(id(arg))
+                if ref is not None and ref() is arg:
+                    origin = ref.origin
+                elif type(arg) is not _Tensor and isinstance(arg, _Parameter):
+                    origin = PARAMETER
+                else:
+                    continue
             elif type(arg) is list or type(arg) is tuple:
                 origin = origin_among(arg)
+            elif type(arg) is slice:
+                origin = origin_of_slice(arg)
             else:
                 continue
             if origin is not None:
@@ -506,24 +519,45 @@ _TENSOR_OPERAND_FUNCTIONS = frozenset(
 )
 
 
+def _call_kind(func) -> tuple[bool, bool, int, object]:
+    """(always watch, two-operand arithmetic, operands start, special check)
+    for `_may_hide_host_read`; computed once per function."""
+    kind = type(func)
+    if kind not in _C_FUNCTION_TYPES and func not in _PYTHON_OPERATORS_OF_ONE_OP:
+        return True, False, 0, None
+    if func in _SHAPE_DECIDING_FUNCTIONS:
+        return True, False, 0, None
+    special = func if func is _Tensor.__getitem__ or func is torch.where else None
+    # A method's first argument is the tensor it is called on, never a number.
+    start = 0 if kind is types.BuiltinFunctionType else 1
+    return False, func in _TENSOR_OPERAND_FUNCTIONS, start, special
+
+
+_call_kinds: dict[object, tuple[bool, bool, int, object]] = {}
+
+
 def _may_hide_host_read(func, args: tuple, kwargs: dict) -> bool:
     """Whether `func`, given a device value, may read it on the host or shape
     its output by it where the function mode cannot see (so the dispatch
     mode must watch the call)."""
-    if len(args) == 2 and not kwargs and func in _TENSOR_OPERAND_FUNCTIONS:
+    try:
+        kind = _call_kinds.get(func)
+        if kind is None:
+            kind = _call_kinds[func] = _call_kind(func)
+    except TypeError:  # an unhashable callable: nothing known about it
+        return True
+    always, two_operand, start, special = kind
+    if always:
+        return True
+    if two_operand and len(args) == 2 and not kwargs:
         return False
-    kind = type(func)
-    if kind not in _C_FUNCTION_TYPES and func not in _PYTHON_OPERATORS_OF_ONE_OP:
-        return True
-    if func in _SHAPE_DECIDING_FUNCTIONS:
-        return True
-    if func is _Tensor.__getitem__ and len(args) > 1 and _boolean_index(args[1]):
-        return True
-    if func is torch.where and len(args) == 1 and not kwargs:
-        return True
-    # A method's first argument is the tensor it is called on, never a number.
-    operands = args if kind is types.BuiltinFunctionType else args[1:]
-    if _holds_number_read(operands):
+    if special is not None:
+        if special is torch.where:
+            if len(args) == 1 and not kwargs:
+                return True
+        elif len(args) > 1 and _boolean_index(args[1]):
+            return True
+    if _holds_number_read(args[start:] if start else args):
         return True
     return bool(kwargs) and _holds_number_read(kwargs.values())
 
@@ -639,27 +673,28 @@ class _HostConversionMode(TorchFunctionMode):
                 elif state.host_side == 0 and _strict_setting.enabled:
                     _check_one_hot(args, kwargs)
             watch_dispatch = _may_hide_host_read(func, args, kwargs)
-        outer_op = state.current_op
-        state.current_op = func
-        try:
-            if watch_dispatch:
-                outer_propagates = state.dispatch_propagates
-                state.dispatch_propagates = type(func) not in _C_FUNCTION_TYPES
-                try:
-                    with self.scalar_reads:
-                        result = func(*args, **kwargs)
-                finally:
-                    state.dispatch_propagates = outer_propagates
-            else:
-                result = func(*args, **kwargs)
-        finally:
-            state.current_op = outer_op
+        if watch_dispatch:
+            # The dispatch mode names the Python-level op in its messages.
+            outer_op = state.current_op
+            outer_propagates = state.dispatch_propagates
+            state.current_op = func
+            state.dispatch_propagates = type(func) not in _C_FUNCTION_TYPES
+            try:
+                with self.scalar_reads:
+                    result = func(*args, **kwargs)
+            finally:
+                state.current_op = outer_op
+                state.dispatch_propagates = outer_propagates
+        else:
+            result = func(*args, **kwargs)
         if isinstance(result, _Tensor):
             if origin is not None:
                 if kwargs:  # `out=` is written too
                     _mark_outputs(result, args, kwargs, origin)
                 else:
-                    mark_computed(result, origin.derived())
+                    ref = registry_get(id(result))
+                    if ref is None or ref() is not result:  # in-place ops return marked tensors
+                        mark_computed(result, origin.derived())
             if (
                 result.dtype is _FLOAT64
                 and state.host_side == 0
@@ -678,9 +713,6 @@ class _HostConversionMode(TorchFunctionMode):
             ):
                 raise _float64_error(func)
         return result
-
-
-_one_hot = torch.nn.functional.one_hot
 
 
 class _ScalarReadMode(TorchDispatchMode):

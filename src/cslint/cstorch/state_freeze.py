@@ -46,8 +46,11 @@ _MISSING = object()
 class FrozenParamState(dict):
     """One parameter's state while `step` runs: no new keys, no rebinding."""
 
+    # Made for every parameter at every step: slots keep that cheap.
+    __slots__ = ("_plain", "_frozen_state", "_param")
+
     def __init__(self, plain: dict, frozen_state: FrozenOptimizerState, param) -> None:
-        super().__init__(plain)
+        dict.__init__(self, plain)
         self._plain = plain
         self._frozen_state = frozen_state
         self._param = param
@@ -149,8 +152,12 @@ class FrozenOptimizerState(dict):
         self._original = original
         self._describe = describe
         self._stepping_thread = threading.get_ident()
+        set_view = dict.__setitem__
         for param, plain in original.items():
-            dict.__setitem__(self, param, self._view(param, plain))
+            if type(plain) is dict:  # `_view`, inlined: this runs per parameter per step
+                set_view(self, param, FrozenParamState(plain, self, param))
+            else:
+                set_view(self, param, self._view(param, plain))
 
     @property
     def original(self) -> dict:
