@@ -6,6 +6,10 @@ tests), the median ms per `step()` with strict mode on and off, the cost per
 parameter, and their ratio. 2,000 parameters of 100 float32 elements by
 default: the op overhead, not the arithmetic, is what is measured.
 
+"floor" is strict mode off with an empty `TorchFunctionMode` around the step:
+what any function-mode guard costs before it does anything (torch calls the
+mode's Python `__torch_function__` for every op and property read).
+
 Target (issue 15): strict on within 2x of strict off.
 
     python benchmarks/strict_mode_overhead.py [--params 2000] [--numel 100] [--repeats 30]
@@ -18,6 +22,7 @@ import statistics
 import time
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 import cslint.cstorch as cstorch
 
@@ -82,6 +87,13 @@ class LoopAdam(cstorch.optim.Optimizer):
 OPTIMIZERS = {"SGD (momentum)": LoopSGD, "Adam": LoopAdam}
 
 
+class PassThroughMode(TorchFunctionMode):
+    """A function mode that only runs each op: the floor of any such guard."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
 def make_params(count: int, numel: int) -> list[torch.nn.Parameter]:
     generator = torch.Generator().manual_seed(0)
     params = []
@@ -93,27 +105,33 @@ def make_params(count: int, numel: int) -> list[torch.nn.Parameter]:
 
 
 def measure(optimizer_class, count: int, numel: int, repeats: int, warmup: int = 3):
-    """Median ms per step, strict off and on, the two stepped in turn so that
-    load from other processes falls on both alike."""
+    """Median ms per step: strict off, off under an empty function mode (the
+    floor) and strict on, stepped in turn so that load from other processes
+    falls on all alike."""
     steps = {}
-    for enabled in (False, True):
+    for variant in ("off", "floor", "strict"):
+        enabled = variant == "strict"
         # Strict mode decides at construction whether the lr is a tensor.
         with cstorch.strict(enabled):
             optimizer = optimizer_class(make_params(count, numel))
 
-        def step(optimizer=optimizer, enabled=enabled):
+        def step(optimizer=optimizer, enabled=enabled, floor=variant == "floor"):
             with cstorch.strict(enabled):
-                optimizer.step()
+                if floor:
+                    with PassThroughMode():
+                        optimizer.step()
+                else:
+                    optimizer.step()
 
-        steps[enabled] = step
-    timings = {enabled: [] for enabled in steps}
+        steps[variant] = step
+    timings = {variant: [] for variant in steps}
     for repeat in range(warmup + repeats):
-        for enabled, step in steps.items():
+        for variant, step in steps.items():
             start = time.perf_counter()
             step()
             if repeat >= warmup:
-                timings[enabled].append(time.perf_counter() - start)
-    return {enabled: statistics.median(values) * 1e3 for enabled, values in timings.items()}
+                timings[variant].append(time.perf_counter() - start)
+    return {variant: statistics.median(values) * 1e3 for variant, values in timings.items()}
 
 
 def main() -> None:
@@ -127,13 +145,14 @@ def main() -> None:
     torch.set_num_threads(options.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{options.params} x {options.numel} float32, median of {options.repeats} steps")
-    print(f"{'optimizer':15s} {'off ms':>8s} {'strict ms':>10s} {'us/param off':>13s} "
-          f"{'us/param strict':>16s} {'strict/off':>10s}")
+    print(f"{'optimizer':15s} {'off ms':>8s} {'floor ms':>9s} {'strict ms':>10s} "
+          f"{'us/param off':>13s} {'us/param strict':>16s} {'floor/off':>9s} {'strict/off':>10s}")
     for name, optimizer_class in OPTIMIZERS.items():
         figures = measure(optimizer_class, options.params, options.numel, options.repeats)
-        off, strict = figures[False], figures[True]
-        print(f"{name:15s} {off:8.2f} {strict:10.2f} {off * 1e3 / options.params:13.1f} "
-              f"{strict * 1e3 / options.params:16.1f} {strict / off:9.2f}x")
+        off, floor, strict = figures["off"], figures["floor"], figures["strict"]
+        print(f"{name:15s} {off:8.2f} {floor:9.2f} {strict:10.2f} "
+              f"{off * 1e3 / options.params:13.1f} {strict * 1e3 / options.params:16.1f} "
+              f"{floor / off:8.2f}x {strict / off:9.2f}x")
 
 
 if __name__ == "__main__":

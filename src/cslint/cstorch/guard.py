@@ -588,7 +588,11 @@ def _makes_float64(result) -> bool:
     if isinstance(result, _Tensor):
         return result.dtype is _FLOAT64
     if type(result) is tuple or type(result) is list:
-        return any(isinstance(item, _Tensor) and item.dtype is _FLOAT64 for item in result)
+        # The outputs of one op share a dtype (a `_foreach_*` op's thousands
+        # included): the first tensor speaks for them.
+        for item in result:
+            if isinstance(item, _Tensor):
+                return item.dtype is _FLOAT64
     return False
 
 
@@ -639,6 +643,8 @@ _SPECIAL_FUNCTIONS: dict[object, str] = {
 }
 
 _strict_setting = strict_mode._setting
+_MethodWrapperType = types.MethodWrapperType
+_GRAD_GETTER = _Tensor.grad.__get__
 
 
 class _HostConversionMode(TorchFunctionMode):
@@ -651,6 +657,17 @@ class _HostConversionMode(TorchFunctionMode):
         self.scalar_reads = _ScalarReadMode()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if type(func) is _MethodWrapperType and func == _GRAD_GETTER:
+            # `p.grad`, read once or twice per parameter by every step: it
+            # converts nothing, makes nothing, only passes provenance on.
+            result = func(*args)
+            if result is not None:
+                ref = registry_get(id(result))
+                if ref is None or ref() is not result:
+                    origin = origin_of(args[0])
+                    if origin is not None:
+                        mark_computed(result, origin.derived())
+            return result
         if kwargs is None:
             kwargs = {}
         origin = _origin_of_inputs(args, kwargs)
