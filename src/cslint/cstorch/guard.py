@@ -733,6 +733,13 @@ class _HostConversionMode(TorchFunctionMode):
 
 
 class _ScalarReadMode(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in `torch._disable_dynamo`
+        # unless told not to: a few us per aten op (the autograd engine's
+        # included) for a guard that never runs under torch.compile.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
