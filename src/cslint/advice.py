@@ -46,7 +46,10 @@ BOOLEAN_MASK = "use torch.where(mask, x, 0) or multiply by the mask"
 DATA_DEPENDENT_SHAPE = "use torch.where(cond, a, b) or multiply by a mask"
 
 # F.one_hot(labels) without num_classes.
-ONE_HOT_CLASSES = "pass num_classes (a Python int, e.g. the model's vocabulary size): F.one_hot(x, num_classes=n)"
+ONE_HOT_CLASSES = (
+    "pass num_classes (a Python int, e.g. the model's vocabulary size): "
+    "F.one_hot(x, num_classes=n)"
+)
 
 # -- Precision (CS403) -------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import cslint.cstorch as cstorch
-from cstorch_helpers import assert_compliance_error, make_params, run_steps
+from cstorch_helpers import BodyOptimizer, assert_compliance_error, make_params, run_steps
 
 HERE = __file__
 
@@ -267,10 +267,10 @@ def unique_in_a_step(opt, group, p, state):
 
 
 def test_unique_of_a_computed_gradient_in_a_step_raises_cs206():
-    from cstorch_helpers import BodyOptimizer
-
     optimizer = BodyOptimizer(make_params(), unique_in_a_step)
-    assert_compliance_error("CS206", HERE, "step-unique", optimizer.step, owner="BodyOptimizer.step")
+    assert_compliance_error(
+        "CS206", HERE, "step-unique", optimizer.step, owner="BodyOptimizer.step"
+    )
 
 
 # -- state kept in optimizer attributes (CS101) -------------------------------------------
@@ -426,7 +426,5 @@ def host_tensor_sized_by_state(opt, group, p, state):
     [(host_table_sliced_by_state, "slice-bound"), (host_tensor_sized_by_state, "size-from-state")],
 )
 def test_a_device_value_read_as_a_bound_or_size_of_a_host_tensor_is_cs204(body, marker):
-    from cstorch_helpers import BodyOptimizer
-
     optimizer = BodyOptimizer(make_params(), body)
     assert_compliance_error("CS204", HERE, marker, optimizer.step, owner="BodyOptimizer.step")

@@ -30,12 +30,13 @@ Host-side code (`step_closure`, the loss closure passed to `step`) runs inside
 `host_side()`: provenance is still tracked, conversions are allowed.
 
 float64 (CS403): an op that makes a float64 tensor while none of its tensor
-inputs is float64 raises (`.double()`, `dtype=torch.float64`,
-`torch.tensor` / `torch.as_tensor` of a float64 NumPy array). float64 data that come from outside
-the step are the user's, chosen where they were made (the linter flags
-`model.double()` there): ops on float64 inputs (a float64 batch, a module
-converted before the step) are not checked, nor is an optimizer step whose
-parameters are float64 when it follows their dtype (`x.to(p.dtype)`).
+inputs is float64 raises (`.double()`, `dtype=torch.float64`, `torch.tensor`
+or `torch.as_tensor` of a float64 NumPy array; `torch.from_numpy` is not a
+torch function a mode sees). float64 data that come from outside the step are
+the user's, chosen where they were made (the linter flags `model.double()`
+there): ops on float64 inputs (a float64 batch, a module converted before
+the step) are not checked, nor is an optimizer step whose parameters are
+float64 when it follows their dtype (`x.to(p.dtype)`).
 """
 
 from __future__ import annotations

@@ -400,7 +400,11 @@ def _attribute_write_site(
         return None
     # The `def` line, below any decorators.
     offset = next(
-        (index for index, line in enumerate(lines) if line.lstrip().startswith(("def ", "async def "))),
+        (
+            index
+            for index, line in enumerate(lines)
+            if line.lstrip().startswith(("def ", "async def "))
+        ),
         0,
     )
     return SourceSite(filename or "<unknown>", first_line + offset, lines[offset].strip())
