@@ -45,10 +45,31 @@ BOOLEAN_MASK = "use torch.where(mask, x, 0) or multiply by the mask"
 # nonzero, unique, masked_select, torch.where(cond) and the like.
 DATA_DEPENDENT_SHAPE = "use torch.where(cond, a, b) or multiply by a mask"
 
+# F.one_hot(labels) without num_classes.
+ONE_HOT_CLASSES = (
+    "pass num_classes (a Python int, e.g. the model's vocabulary size): "
+    "F.one_hot(x, num_classes=n)"
+)
+
+# -- Precision (CS403) -------------------------------------------------------------------------
+
+# A float64 tensor made in traced code.
+FLOAT64 = (
+    "use torch.float32 (drop .double() and dtype=torch.float64); the system inserts the "
+    "float16 casts itself. Host-side float64 work belongs outside the step, cast to float32 "
+    "before the step reads it"
+)
+
 # -- Optimizer state (CS101, CS102, CS107) ----------------------------------------------------
 
 # A state entry created outside preinitialize().
 STATE_OUTSIDE_PREINITIALIZE = "create it in preinitialize() and only update it in place in step()"
+
+# Optimizer state kept in an attribute (`self.buf = ...`, `self.history.append(...)`) in step.
+ATTRIBUTE_STATE = (
+    "keep it in self.state[p], created in preinitialize() and updated in place in step(); "
+    "values for logging belong in a @cstorch.step_closure"
+)
 
 # A parameter's whole state bound to a new dict outside preinitialize().
 PARAMETER_STATE_REBOUND = (

@@ -64,7 +64,8 @@ CODES: dict[str, Code] = {
         Code("CS206", "data-dependent-shape",
              "op whose output shape depends on tensor values", runtime=True,
              runtime_detail=("the aten ops `nonzero`, `masked_select`, `unique`, boolean "
-                             "`index`, ... on device values")),
+                             "`index`, ... and `F.one_hot` without `num_classes` on device "
+                             "values")),
         Code("CS301", "scheduler-missing-closed-form",
              "cstorch scheduler without a closed form"),
         Code("CS302", "scheduler-recursive-form",
@@ -80,7 +81,8 @@ CODES: dict[str, Code] = {
         Code("CS402", "vanilla-torch-scheduler",
              "torch.optim.lr_scheduler scheduler instantiated in cstorch code"),
         Code("CS403", "unsupported-precision",
-             "float64 used; only mixed precision is supported"),
+             "float64 used; only mixed precision is supported", runtime=True,
+             runtime_detail="a float64 tensor made inside a traced step"),
         Code("CS404", "train-and-eval-mode",
              'mode="train_and_eval" is not supported by this release'),
         Code("CS501", "graph-changed",

@@ -96,7 +96,8 @@ def test_runtime_codes_come_from_the_shared_table():
 
     runtime_codes = {code for code, entry in CODES.items() if entry.runtime}
     assert runtime_codes == {
-        "CS101", "CS102", "CS201", "CS202", "CS203", "CS204", "CS205", "CS206", "CS305", "CS501"
+        "CS101", "CS102", "CS201", "CS202", "CS203", "CS204", "CS205", "CS206", "CS305",
+        "CS403", "CS501",
     }
     error = cstorch.StateError("CS101", "problem", "fix")
     assert str(error).startswith("CS101 state-outside-preinitialize: problem")

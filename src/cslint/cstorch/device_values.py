@@ -13,7 +13,9 @@ import functools
 
 import torch
 
-from cslint.cstorch.provenance import PARAMETER, Origin, mark
+from cslint.cstorch.provenance import PARAMETER, Origin, mark, registry_get
+
+_Parameter = torch.nn.Parameter
 
 __all__ = [
     "GRADIENT",
@@ -45,22 +47,38 @@ def _buffer_origin(name) -> Origin:
 
 def mark_optimizer_values(optimizer: torch.optim.Optimizer, scheduled_keys=("lr",)) -> None:
     """Mark params, grads, state tensors and the group values under
-    `scheduled_keys` (a cstorch optimizer's `scheduled_keys()`)."""
+    `scheduled_keys` (a cstorch optimizer's `scheduled_keys()`).
+
+    Runs before every step: values already marked are skipped without a call
+    (`mark` would keep their first origin anyway), and `nn.Parameter`s are
+    device values by type (see `origin_of`).
+    """
+    registered = registry_get
     for group in optimizer.param_groups:
         for param in group["params"]:
-            mark(param, PARAMETER)
+            if type(param) is not _Parameter:
+                mark(param, PARAMETER)
             grad = param.grad
             if grad is not None:
-                mark(grad, GRADIENT)
+                ref = registered(id(grad))
+                if ref is None or ref() is not grad:
+                    mark(grad, GRADIENT)
         for key in scheduled_keys:
             value = group.get(key)
             if isinstance(value, torch.Tensor):
                 mark(value, scheduled_origin(key))
+    origins: dict = {}
     for entries in optimizer.state.values():
         if isinstance(entries, dict):
             for key, value in entries.items():
                 if isinstance(value, torch.Tensor):
-                    mark(value, state_origin(key))
+                    ref = registered(id(value))
+                    if ref is not None and ref() is value:
+                        continue
+                    origin = origins.get(key)
+                    if origin is None:
+                        origin = origins[key] = state_origin(key)
+                    mark(value, origin)
 
 
 def mark_module_values(module: torch.nn.Module) -> None:

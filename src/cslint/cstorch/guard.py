@@ -1,24 +1,42 @@
 """The strict-mode guard: device-value tracking and host-conversion checks.
 
-Two torch modes run together while a guarded region (an optimizer step, a
-scheduler closed form, a `trace`d function) is active:
+While a guarded region (an optimizer step, a scheduler closed form, a
+`trace`d function) is active:
 
-* a `TorchFunctionMode` sees the Python-level conversions (`__bool__`, `item`,
-  `__float__`, `__index__`, `tolist`, `numpy`, `__repr__`, `__format__`,
-  `torch.equal`, ...) and property reads such as `.grad` and `.data`;
-* a `TorchDispatchMode` sees the implicit scalar reads that the function mode
-  cannot (`p.add_(g, alpha=t)`, `torch.full((2,), t)`, `p[:t]` all reach
-  `aten._local_scalar_dense`) and the data-dependent-shape aten ops.
+* a `TorchFunctionMode` sees every torch call: the Python-level conversions
+  (`__bool__`, `item`, `__float__`, `__index__`, `tolist`, `numpy`,
+  `__repr__`, `__format__`, `torch.equal`, ...), property reads such as
+  `.grad` and `.data`, the float64 tensors an op makes (CS403) and
+  `F.one_hot` without `num_classes` (CS206);
+* a `TorchDispatchMode` is entered only around the calls that can hide a host
+  read from the function mode (see `_may_hide_host_read`): a torch function
+  written in Python (its inner ops are invisible to the function mode), a
+  device value of one element passed where a number may be read
+  (`p.add_(g, alpha=t)`, `torch.full((2,), t)`, `p[:t]` all reach
+  `aten._local_scalar_dense`), and the ops whose output shape depends on
+  tensor values (`nonzero`, `x[mask]`, `repeat_interleave`, ...), which it
+  checks at the aten level. Every other op costs the function mode only:
+  entering the dispatch mode for every op made strict mode 4-5x slower on a
+  per-parameter loop of small tensors.
 
 Both propagate provenance: an op with a device-value input produces device
 values (see `provenance`). The function mode marks the results of every op;
-the dispatch mode marks only what the function mode cannot see (the inner ops
-of torch functions written in Python, the autograd engine). Measured on torch
-2.13 the two modes together leave results bitwise identical, work under
-`no_grad`, and are thread-local.
+the dispatch mode marks the inner ops of the Python-written torch functions
+it runs under (the autograd engine's included, `Tensor.backward` being one).
+Measured on torch 2.13 the two modes leave results bitwise identical, work
+under `no_grad`, and are thread-local.
 
 Host-side code (`step_closure`, the loss closure passed to `step`) runs inside
 `host_side()`: provenance is still tracked, conversions are allowed.
+
+float64 (CS403): an op that makes a float64 tensor while none of its tensor
+inputs is float64 raises (`.double()`, `dtype=torch.float64`, `torch.tensor`
+or `torch.as_tensor` of a float64 NumPy array; `torch.from_numpy` is not a
+torch function a mode sees). float64 data that come from outside the step are
+the user's, chosen where they were made (the linter flags `model.double()`
+there): ops on float64 inputs (a float64 batch, a module converted before
+the step) are not checked, nor is an optimizer step whose parameters are
+float64 when it follows their dtype (`x.to(p.dtype)`).
 """
 
 from __future__ import annotations
@@ -36,11 +54,14 @@ from cslint import advice
 from cslint.cstorch import strict_mode
 from cslint.cstorch.errors import compliance_error
 from cslint.cstorch.provenance import (
+    PARAMETER,
     Origin,
     mark_computed,
     mark_computed_among,
     origin_among,
     origin_of,
+    origin_of_slice,
+    registry_get,
 )
 from cslint.cstorch.source_position import (
     is_range_call,
@@ -51,6 +72,7 @@ from cslint.cstorch.source_position import (
 __all__ = ["guarded_region", "host_side", "current_owner", "checks_active"]
 
 _Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
 _aten = torch.ops.aten
 
 
@@ -65,11 +87,13 @@ class _GuardState(threading.local):
         self.current_op = None
         # Whether the dispatch mode must propagate provenance: only while a
         # Python-implemented torch function runs (its inner ops are hidden
-        # from the function mode) or outside any function-level op (the
-        # autograd engine). For C-implemented ops the function mode already
-        # marks the outputs; skipping the second scan halves the overhead.
+        # from the function mode). For C-implemented ops the function mode
+        # already marks the outputs.
         self.dispatch_propagates = True
-        self.modes: contextlib.ExitStack | None = None
+        self.function_mode: _HostConversionMode | None = None
+        # Per region: a callable saying whether the data the region was given
+        # (its parameters) are float64, or None (see `guarded_region`).
+        self.float64_data: list = []
 
 
 _state = _GuardState()
@@ -95,9 +119,18 @@ def _origin_of_inputs(args: tuple, kwargs: dict) -> Origin | None:
     for group in (args, kwargs.values()) if kwargs else (args,):
         for arg in group:
             if isinstance(arg, _Tensor):
-                origin = origin_of(arg)
+                # origin_of, inlined: this runs for every argument of every op.
+                ref = registry_get(id(arg))
+                if ref is not None and ref() is arg:
+                    origin = ref.origin
+                elif type(arg) is not _Tensor and isinstance(arg, _Parameter):
+                    origin = PARAMETER
+                else:
+                    continue
             elif type(arg) is list or type(arg) is tuple:
                 origin = origin_among(arg)
+            elif type(arg) is slice:
+                origin = origin_of_slice(arg)
             else:
                 continue
             if origin is not None:
@@ -385,40 +418,329 @@ _C_FUNCTION_TYPES = frozenset(
     }
 )
 
+# Tensor operators written in Python that run one C op on the same operands
+# (`1.0 - t` is `Tensor.__rsub__`): their inner op hides nothing the operand
+# check below does not see.
+_PYTHON_OPERATORS_OF_ONE_OP = frozenset(
+    {
+        _Tensor.__rsub__,
+        _Tensor.__rdiv__,
+        _Tensor.__rtruediv__,
+        _Tensor.__rpow__,
+        _Tensor.__pow__,
+        _Tensor.__ipow__,
+        _Tensor.__floordiv__,
+        _Tensor.__rfloordiv__,
+        _Tensor.__rmatmul__,
+    }
+)
+
+# C functions whose aten op makes an output shaped by tensor values: run
+# under the dispatch mode, which checks the aten op's shape-deciding inputs.
+_SHAPE_DECIDING_FUNCTIONS = frozenset(
+    {
+        torch.nonzero,
+        _Tensor.nonzero,
+        torch.argwhere,
+        _Tensor.argwhere,
+        torch.masked_select,
+        _Tensor.masked_select,
+        torch.bincount,
+        _Tensor.bincount,
+        torch.repeat_interleave,
+        _Tensor.repeat_interleave,
+        torch.unique_consecutive,
+        torch._unique,
+        torch._unique2,
+    }
+)
+
+_BOOLEAN_DTYPES = (torch.bool, torch.uint8)
+
+
+def _read_as_number(value) -> bool:
+    """Whether `value` is a one-element device value: what C code may read
+    as a Python number (a Scalar argument, a size, a slice bound)."""
+    if isinstance(value, _Tensor):
+        return value.numel() == 1 and origin_of(value) is not None
+    if type(value) is slice:
+        return any(
+            isinstance(bound, _Tensor) and origin_of(bound) is not None
+            for bound in (value.start, value.stop, value.step)
+        )
+    return False
+
+
+def _holds_number_read(values) -> bool:
+    for value in values:
+        if _read_as_number(value):
+            return True
+        if type(value) is list or type(value) is tuple:
+            for item in value:
+                if _read_as_number(item):
+                    return True
+                # A list of larger tensors is a tensor list (a `_foreach_*`
+                # operand), not a size: one look is enough.
+                if isinstance(item, _Tensor):
+                    break
+    return False
+
+
+def _boolean_index(index) -> bool:
+    if isinstance(index, _Tensor):
+        return index.dtype in _BOOLEAN_DTYPES
+    if type(index) is tuple or type(index) is list:
+        return any(
+            isinstance(item, _Tensor) and item.dtype in _BOOLEAN_DTYPES for item in index
+        )
+    return False
+
+
+# Arithmetic whose two-operand form (`a / b`, `x.mul_(t)`, `torch.add(a, b)`)
+# takes a tensor operand as a tensor, never as a number. (Three positional
+# arguments may pick a deprecated overload that reads one as a Scalar:
+# `p.add_(t, g)` is `add_(alpha, other)`.)
+_TENSOR_OPERAND_FUNCTIONS = frozenset(
+    getattr(owner, name)
+    for owner, names in (
+        (
+            _Tensor,
+            (
+                "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__",
+                "__mul__", "__rmul__", "__imul__", "__truediv__", "__rtruediv__",
+                "__itruediv__", "__div__", "__rdiv__", "__idiv__", "__pow__", "__rpow__",
+                "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__",
+                "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_",
+                "true_divide", "true_divide_", "maximum", "minimum", "pow", "pow_",
+            ),
+        ),
+        (torch, ("add", "sub", "mul", "div", "true_divide", "maximum", "minimum", "pow")),
+    )
+    for name in names
+)
+
+
+def _call_kind(func) -> tuple[bool, bool, int, object]:
+    """(always watch, two-operand arithmetic, operands start, special check)
+    for `_may_hide_host_read`; computed once per function."""
+    kind = type(func)
+    if kind not in _C_FUNCTION_TYPES and func not in _PYTHON_OPERATORS_OF_ONE_OP:
+        return True, False, 0, None
+    if func in _SHAPE_DECIDING_FUNCTIONS:
+        return True, False, 0, None
+    special = func if func is _Tensor.__getitem__ or func is torch.where else None
+    # A method's first argument is the tensor it is called on, never a number.
+    start = 0 if kind is types.BuiltinFunctionType else 1
+    return False, func in _TENSOR_OPERAND_FUNCTIONS, start, special
+
+
+_call_kinds: dict[object, tuple[bool, bool, int, object]] = {}
+
+
+def _may_hide_host_read(func, args: tuple, kwargs: dict) -> bool:
+    """Whether `func`, given a device value, may read it on the host or shape
+    its output by it where the function mode cannot see (so the dispatch
+    mode must watch the call)."""
+    try:
+        kind = _call_kinds.get(func)
+        if kind is None:
+            kind = _call_kinds[func] = _call_kind(func)
+    except TypeError:  # an unhashable callable: nothing known about it
+        return True
+    always, two_operand, start, special = kind
+    if always:
+        return True
+    if two_operand and len(args) == 2 and not kwargs:
+        return False
+    if special is not None:
+        if special is torch.where:
+            if len(args) == 1 and not kwargs:
+                return True
+        elif len(args) > 1 and _boolean_index(args[1]):
+            return True
+    if _holds_number_read(args[start:] if start else args):
+        return True
+    return bool(kwargs) and _holds_number_read(kwargs.values())
+
+
+def _one_hot_error(origin: Origin):
+    return compliance_error(
+        "CS206",
+        "`F.one_hot` without num_classes makes an output whose width is the "
+        f"largest value of {origin.description}, known only when the step runs",
+        advice.ONE_HOT_CLASSES,
+        owner=current_owner(),
+        site=user_site(),
+    )
+
+
+def _check_one_hot(args: tuple, kwargs: dict) -> None:
+    num_classes = kwargs.get("num_classes", args[1] if len(args) > 1 else -1)
+    if isinstance(num_classes, int) and num_classes < 0 and args:
+        origin = origin_of(args[0])
+        if origin is not None:
+            raise _one_hot_error(origin)
+
+
+_FLOAT64 = torch.float64
+
+
+def _makes_float64(result) -> bool:
+    if isinstance(result, _Tensor):
+        return result.dtype is _FLOAT64
+    if type(result) is tuple or type(result) is list:
+        # The outputs of one op share a dtype (a `_foreach_*` op's thousands
+        # included): the first tensor speaks for them.
+        for item in result:
+            if isinstance(item, _Tensor):
+                return item.dtype is _FLOAT64
+    return False
+
+
+def _has_float64_input(args: tuple, kwargs: dict) -> bool:
+    for group in (args, kwargs.values()):
+        for arg in group:
+            if isinstance(arg, _Tensor):
+                if arg.dtype is _FLOAT64:
+                    return True
+            elif type(arg) is list or type(arg) is tuple:
+                if any(isinstance(item, _Tensor) and item.dtype is _FLOAT64 for item in arg):
+                    return True
+    return False
+
+
+def _float64_chosen_here(args: tuple, kwargs: dict) -> bool:
+    """Whether a float64 result is the step's own choice: none of the op's
+    inputs is float64, and the region's data (its parameters) are not."""
+    if _has_float64_input(args, kwargs):
+        return False
+    for data_is_float64 in _state.float64_data:
+        if data_is_float64 is not None and data_is_float64():
+            return False
+    return True
+
+
+def _float64_error(func):
+    return compliance_error(
+        "CS403",
+        f"`{_op_name(func)}` makes a float64 tensor inside the traced step; the "
+        "system supports mixed precision only (float32 weights, float16 compute, "
+        "the casts inserted automatically), so float64 cannot be compiled",
+        advice.FLOAT64,
+        owner=current_owner(),
+        site=user_site(),
+    )
+
+
+# What the function mode does beyond marking, for the few functions that need
+# it (looked up once per op with a device-value input).
+_CONVERSION = "conversion"
+_METADATA = "metadata"
+_ONE_HOT = "one_hot"
+_SPECIAL_FUNCTIONS: dict[object, str] = {
+    **{func: _CONVERSION for func in _HOST_CONVERSIONS},
+    **{func: _METADATA for func in _METADATA_ONLY_FUNCTIONS},
+    torch.nn.functional.one_hot: _ONE_HOT,
+}
+
+_strict_setting = strict_mode._setting
+_MethodWrapperType = types.MethodWrapperType
+_GRAD_GETTER = _Tensor.grad.__get__
+
 
 class _HostConversionMode(TorchFunctionMode):
+    # The hot path of strict mode: every torch call in a guarded region comes
+    # here, so the common case (a C op, no conversion) is kept flat.
+
+    def __init__(self) -> None:
+        super().__init__()
+        # One dispatch mode, entered around the calls that need it.
+        self.scalar_reads = _ScalarReadMode()
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if type(func) is _MethodWrapperType and func == _GRAD_GETTER:
+            # `p.grad`, read once or twice per parameter by every step: it
+            # converts nothing, makes nothing, only passes provenance on.
+            result = func(*args)
+            if result is not None:
+                ref = registry_get(id(result))
+                if ref is None or ref() is not result:
+                    origin = origin_of(args[0])
+                    if origin is not None:
+                        mark_computed(result, origin.derived())
+            return result
         if kwargs is None:
             kwargs = {}
         origin = _origin_of_inputs(args, kwargs)
+        state = _state
+        watch_dispatch = False
         if origin is not None:
             try:
-                kind = _HOST_CONVERSIONS.get(func)
-                metadata_only = func in _METADATA_ONLY_FUNCTIONS
+                special = _SPECIAL_FUNCTIONS.get(func)
             except TypeError:  # an unhashable callable: not one of ours
-                kind, metadata_only = None, False
-            if kind is not None and checks_active():
-                raise _conversion_error(kind, func, origin)
-            if metadata_only:
-                # The template tensor gives only shape/dtype/device; a device
-                # fill value (`new_tensor(t)`, `full_like(p, t)`) still counts.
-                origin = _origin_of_inputs(args[1:], kwargs)
-        state = _state
-        outer_op = state.current_op
-        outer_propagates = state.dispatch_propagates
-        state.current_op = func
-        state.dispatch_propagates = type(func) not in _C_FUNCTION_TYPES
-        try:
+                special = None
+            if special is not None:
+                if special is _CONVERSION:
+                    if state.host_side == 0 and _strict_setting.enabled:
+                        raise _conversion_error(_HOST_CONVERSIONS[func], func, origin)
+                elif special is _METADATA:
+                    # The template tensor gives only shape/dtype/device; a
+                    # device fill value (`new_tensor(t)`, `full_like(p, t)`)
+                    # still counts.
+                    origin = _origin_of_inputs(args[1:], kwargs)
+                elif state.host_side == 0 and _strict_setting.enabled:
+                    _check_one_hot(args, kwargs)
+            watch_dispatch = _may_hide_host_read(func, args, kwargs)
+        if watch_dispatch:
+            # The dispatch mode names the Python-level op in its messages.
+            outer_op = state.current_op
+            outer_propagates = state.dispatch_propagates
+            state.current_op = func
+            state.dispatch_propagates = type(func) not in _C_FUNCTION_TYPES
+            try:
+                with self.scalar_reads:
+                    result = func(*args, **kwargs)
+            finally:
+                state.current_op = outer_op
+                state.dispatch_propagates = outer_propagates
+        else:
             result = func(*args, **kwargs)
-        finally:
-            state.current_op = outer_op
-            state.dispatch_propagates = outer_propagates
-        if origin is not None:
-            _mark_outputs(result, args, kwargs, origin)
+        if isinstance(result, _Tensor):
+            if origin is not None:
+                if kwargs:  # `out=` is written too
+                    _mark_outputs(result, args, kwargs, origin)
+                else:
+                    ref = registry_get(id(result))
+                    if ref is None or ref() is not result:  # in-place ops return marked tensors
+                        mark_computed(result, origin.derived())
+            if (
+                result.dtype is _FLOAT64
+                and state.host_side == 0
+                and _strict_setting.enabled
+                and _float64_chosen_here(args, kwargs)
+            ):
+                raise _float64_error(func)
+        else:
+            if origin is not None:
+                _mark_outputs(result, args, kwargs, origin)
+            if (
+                _makes_float64(result)
+                and state.host_side == 0
+                and _strict_setting.enabled
+                and _float64_chosen_here(args, kwargs)
+            ):
+                raise _float64_error(func)
         return result
 
 
 class _ScalarReadMode(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in `torch._disable_dynamo`
+        # unless told not to: a few us per aten op (the autograd engine's
+        # included) for a guard that never runs under torch.compile.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
@@ -444,33 +766,38 @@ class _ScalarReadMode(TorchDispatchMode):
 
 
 @contextlib.contextmanager
-def guarded_region(owner: str) -> Iterator[None]:
+def guarded_region(owner: str, float64_data=None) -> Iterator[None]:
     """Check host conversions of device values while the block runs.
 
     `owner` ("MyAdam.step") names the code in error messages. Nested regions
-    share the outer region's modes and only push their name; a region entered
+    share the outer region's mode and only push their name; a region entered
     from host-side code checks again until it exits.
+
+    `float64_data`, a callable, says whether the data the region works on
+    (an optimizer's parameters) are float64: then a step following their
+    dtype (`x.to(p.dtype)`) makes float64 because the user chose it outside
+    the step, and CS403 is not raised. Called only when an op makes float64.
     """
     state = _state
     if state.depth == 0:
-        # Both modes or neither: a failure entering the second pops the first.
-        with contextlib.ExitStack() as modes:
-            modes.enter_context(_HostConversionMode())
-            modes.enter_context(_ScalarReadMode())
-            state.modes = modes.pop_all()
+        mode = _HostConversionMode()
+        mode.__enter__()
+        state.function_mode = mode
     state.depth += 1
     state.owners.append(owner)
+    state.float64_data.append(float64_data)
     outer_host_side = state.host_side
     state.host_side = 0
     try:
         yield
     finally:
         state.host_side = outer_host_side
+        state.float64_data.pop()
         state.owners.pop()
         state.depth -= 1
         if state.depth == 0:
-            modes, state.modes = state.modes, None
-            modes.close()
+            mode, state.function_mode = state.function_mode, None
+            mode.__exit__(None, None, None)
 
 
 @contextlib.contextmanager

@@ -24,6 +24,8 @@ __all__ = [
     "mark",
     "mark_computed",
     "origin_among",
+    "origin_of_slice",
+    "registry_get",
     "mark_computed_among",
 ]
 
@@ -82,6 +84,10 @@ class _TensorRef(weakref.ref):
 # query than WeakKeyDictionary-style wrappers; the ref check below guards
 # against a dead tensor's id being reused by a new one.
 _registry: dict[int, _TensorRef] = {}
+
+
+# For the guard's hot path, which inlines `origin_of` and `mark_computed`.
+registry_get = _registry.get
 
 
 def _forget(ref: _TensorRef) -> None:
@@ -145,12 +151,26 @@ def origin_among(values) -> Origin | None:
     get = _registry.get
     for value in values:
         if not isinstance(value, _Tensor):
+            if type(value) is slice:  # `p[0, :t]`: a bound read on the host
+                origin = origin_of_slice(value)
+                if origin is not None:
+                    return origin
             continue
         ref = get(id(value))
         if ref is not None and ref() is value:
             return ref.origin
         if type(value) is not _Tensor and isinstance(value, torch.nn.Parameter):
             return PARAMETER
+    return None
+
+
+def origin_of_slice(value: slice) -> Origin | None:
+    """The origin of the first device value among a slice's bounds."""
+    for bound in (value.start, value.stop, value.step):
+        if isinstance(bound, _Tensor):
+            origin = origin_of(bound)
+            if origin is not None:
+                return origin
     return None
 
 

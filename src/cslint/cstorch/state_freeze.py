@@ -18,6 +18,10 @@ or writing the state meanwhile is not that step's code, so it is not checked.
 
 from __future__ import annotations
 
+import ast
+import collections
+import inspect
+import textwrap
 import threading
 from collections.abc import Callable, Iterable, Mapping
 
@@ -26,11 +30,13 @@ import torch
 from cslint import advice
 from cslint.cstorch.errors import compliance_error
 from cslint.cstorch.guard import checks_active, current_owner
-from cslint.cstorch.source_position import user_site
+from cslint.cstorch.source_position import SourceSite, user_site
 
 __all__ = [
+    "AttributeSnapshot",
     "FrozenOptimizerState",
     "FrozenParamState",
+    "attribute_gains_tensor_error",
     "state_layout",
     "layout_differences",
 ]
@@ -40,8 +46,11 @@ _MISSING = object()
 class FrozenParamState(dict):
     """One parameter's state while `step` runs: no new keys, no rebinding."""
 
+    # Made for every parameter at every step: slots keep that cheap.
+    __slots__ = ("_plain", "_frozen_state", "_param")
+
     def __init__(self, plain: dict, frozen_state: FrozenOptimizerState, param) -> None:
-        super().__init__(plain)
+        dict.__init__(self, plain)
         self._plain = plain
         self._frozen_state = frozen_state
         self._param = param
@@ -143,8 +152,12 @@ class FrozenOptimizerState(dict):
         self._original = original
         self._describe = describe
         self._stepping_thread = threading.get_ident()
+        set_view = dict.__setitem__
         for param, plain in original.items():
-            dict.__setitem__(self, param, self._view(param, plain))
+            if type(plain) is dict:  # `_view`, inlined: this runs per parameter per step
+                set_view(self, param, FrozenParamState(plain, self, param))
+            else:
+                set_view(self, param, self._view(param, plain))
 
     @property
     def original(self) -> dict:
@@ -238,6 +251,163 @@ class FrozenOptimizerState(dict):
             owner=current_owner(),
             site=user_site(),
         )
+
+
+# ---------------------------------------------------------------------------
+# State kept in optimizer attributes (CS101)
+#
+# `self.buffers = [...]` or `self.history.append(x)` during step keeps state
+# outside self.state: the compiled step has no such state, and Python-side
+# containers would be filled once, when the step is traced. A write that
+# gives an attribute a tensor is caught as it happens (the optimizer's
+# `__setattr__`); a container that gains tensors is caught when step returns,
+# by comparing sizes with a snapshot taken when it started. Python values
+# kept on the side (a log of floats a step closure writes) are host
+# bookkeeping, not state, and pass.
+
+_CONTAINERS = (list, dict, set, collections.deque)
+_GROWING_CALLS = frozenset(
+    {"append", "appendleft", "extend", "extendleft", "insert", "add", "update", "setdefault"}
+)
+
+
+def holds_tensor(value) -> bool:
+    """A tensor, or a container with a tensor among its items or values."""
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, dict):
+        return any(isinstance(item, torch.Tensor) for item in value.values())
+    if isinstance(value, (list, tuple, set, frozenset, collections.deque)):
+        return any(isinstance(item, torch.Tensor) for item in value)
+    return False
+
+
+def attribute_gains_tensor_error(name: str, value, owner: str | None):
+    return compliance_error(
+        "CS101",
+        f"sets self.{name} to {_kind(value)} while step runs: state kept in an "
+        "optimizer attribute is not part of the compiled step",
+        advice.ATTRIBUTE_STATE,
+        owner=owner,
+        site=user_site(),
+    )
+
+
+class AttributeSnapshot:
+    """An optimizer's attribute names and container sizes when step starts."""
+
+    __slots__ = ("names", "sizes")
+
+    def __init__(self, attributes: dict) -> None:
+        self.names = attributes.keys() - {"state"}
+        self.sizes = {
+            name: (value, len(value))
+            for name, value in attributes.items()
+            if isinstance(value, _CONTAINERS) and name != "state"
+        }
+
+    def check(self, optimizer, step: Callable, owner: str) -> None:
+        """CS101 for a container attribute that grew, or was created, while step ran."""
+        attributes = optimizer.__dict__
+        for name, (container, size) in self.sizes.items():
+            if (
+                attributes.get(name) is container
+                and len(container) > size
+                and _added_tensors(container, size)
+            ):
+                raise compliance_error(
+                    "CS101",
+                    f"self.{name} grows from {size} to {len(container)} entries while "
+                    "step runs: state kept in an optimizer attribute is not part of the "
+                    "compiled step (the system would fill it once, when it traces the step)",
+                    advice.ATTRIBUTE_STATE,
+                    owner=owner,
+                    site=_attribute_write_site(type(optimizer), name, step, grows=True),
+                )
+        for name in attributes.keys() - self.names - {"state"}:
+            value = attributes[name]
+            if isinstance(value, _CONTAINERS) and holds_tensor(value):
+                raise compliance_error(
+                    "CS101",
+                    f"creates self.{name} ({_kind(value)} of {len(value)} entries) while "
+                    "step runs: state kept in an optimizer attribute is not part of the "
+                    "compiled step",
+                    advice.ATTRIBUTE_STATE,
+                    owner=owner,
+                    site=_attribute_write_site(type(optimizer), name, step, grows=False),
+                )
+
+
+def _added_tensors(container, size: int) -> bool:
+    """Whether what a container gained holds tensors (a list's new tail; any
+    value of a dict or set)."""
+    if isinstance(container, (list, collections.deque)):
+        return any(isinstance(item, torch.Tensor) for item in list(container)[size:])
+    return holds_tensor(container)
+
+
+def _writes_attribute(node: ast.AST, name: str, grows: bool) -> bool:
+    """`self.<name>.append(...)` or `self.<name>[k] = ...` (grows), or
+    `self.<name> = ...` (creates)."""
+
+    def is_attribute(target) -> bool:
+        return (
+            isinstance(target, ast.Attribute)
+            and target.attr == name
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+        )
+
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return grows and node.func.attr in _GROWING_CALLS and is_attribute(node.func.value)
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if grows:
+            return any(
+                isinstance(target, ast.Subscript) and is_attribute(target.value)
+                for target in targets
+            )
+        return any(is_attribute(target) for target in targets)
+    return False
+
+
+def _attribute_write_site(
+    cls: type, name: str, step: Callable, grows: bool
+) -> SourceSite | None:
+    """The first line of the optimizer's classes that grows (or creates)
+    `self.<name>`; else the step's `def` line (the write is elsewhere, e.g.
+    in a helper that names the optimizer otherwise)."""
+    for klass in cls.__mro__:
+        module = klass.__module__ or ""
+        if module.startswith("torch") or module == "cslint.cstorch.optim.optimizer":
+            continue
+        try:
+            lines, first_line = inspect.getsourcelines(klass)
+            filename = inspect.getsourcefile(klass)
+            tree = ast.parse(textwrap.dedent("".join(lines)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        hits = sorted(
+            node.lineno for node in ast.walk(tree) if _writes_attribute(node, name, grows)
+        )
+        if hits and filename:
+            lineno = first_line + hits[0] - 1
+            return SourceSite(filename, lineno, lines[hits[0] - 1].strip())
+    try:
+        lines, first_line = inspect.getsourcelines(inspect.unwrap(step))
+        filename = inspect.getsourcefile(inspect.unwrap(step))
+    except (OSError, TypeError):
+        return None
+    # The `def` line, below any decorators.
+    offset = next(
+        (
+            index
+            for index, line in enumerate(lines)
+            if line.lstrip().startswith(("def ", "async def "))
+        ),
+        0,
+    )
+    return SourceSite(filename or "<unknown>", first_line + offset, lines[offset].strip())
 
 
 def _kind(value) -> str:

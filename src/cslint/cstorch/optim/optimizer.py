@@ -2,8 +2,10 @@
 
 Mirrors `cerebras.pytorch.optim.Optimizer`: state is created ahead of time in
 `preinitialize()` so the system can compile the whole step before the first
-iteration. In strict mode (the default) every `step` a subclass defines runs
-with its state frozen (CS101/CS102) and under the host-conversion guard
+iteration. In strict mode (the default) every `step` a subclass runs (defined in its
+body, inherited from a mixin, or wrapped by any decorator) runs
+with its state frozen (CS101/CS102; attributes that gain a tensor or
+containers that grow while it runs are CS101 too) and under the host-conversion guard
 (CS201-CS206), and each group's lr is a 0-dim device tensor from construction
 on, as it is on the system.
 """
@@ -11,7 +13,6 @@ on, as it is on the system.
 from __future__ import annotations
 
 import functools
-import types
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -25,22 +26,19 @@ from cslint import advice
 from cslint.cstorch import strict_mode
 from cslint.cstorch.device_values import mark_optimizer_values, scheduled_origin
 from cslint.cstorch.errors import compliance_error
-from cslint.cstorch.guard import guarded_region, host_side
+from cslint.cstorch.guard import current_owner, guarded_region, host_side
 from cslint.cstorch.provenance import mark
 from cslint.cstorch.source_position import user_site
 from cslint.cstorch.state_freeze import (
+    AttributeSnapshot,
     FrozenOptimizerState,
+    attribute_gains_tensor_error,
+    holds_tensor,
     layout_differences,
     state_layout,
 )
 
 __all__ = ["Optimizer"]
-
-
-def _method_owner(method: Callable) -> str:
-    # "test_x.<locals>.MyAdam.step" -> "MyAdam.step"
-    qualname = getattr(method, "__qualname__", method.__name__)
-    return ".".join(qualname.rsplit("<locals>.", 1)[-1].split(".")[-2:])
 
 
 def _loss_closure_on_host(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -61,8 +59,18 @@ def _loss_closure_on_host(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     return args, kwargs
 
 
-def _guard_step(step: Callable) -> Callable:
-    owner = _method_owner(step)
+def _step_owner(cls: type) -> str:
+    """'Class.step' naming the class whose body defines the step `cls` runs
+    (a mixin's, a base's), for messages."""
+    for klass in cls.__mro__:
+        if "step" in klass.__dict__:
+            return f"{klass.__name__}.step"
+    return f"{cls.__name__}.step"
+
+
+def _guard_step(step: Callable, owner: str) -> Callable:
+    """Wrap `step` (called as `step(self, ...)`, like torch's step hook calls
+    it) so that it runs frozen and guarded in strict mode."""
 
     @functools.wraps(step)
     def guarded_step(self, *args, **kwargs):
@@ -73,14 +81,18 @@ def _guard_step(step: Callable) -> Callable:
         original_state = self.state
         # A subclass's step calling super().step() is already frozen.
         swap = not isinstance(original_state, FrozenOptimizerState)
-        if swap:
-            self.state = FrozenOptimizerState(original_state, self._describe_param)
-        try:
-            with guarded_region(owner):
+        if not swap:
+            with guarded_region(owner, self._has_float64_params):
                 return step(self, *args, **kwargs)
+        attributes = AttributeSnapshot(self.__dict__)
+        self.state = FrozenOptimizerState(original_state, self._describe_param)
+        try:
+            with guarded_region(owner, self._has_float64_params):
+                result = step(self, *args, **kwargs)
         finally:
-            if swap:
-                self.state = original_state
+            self.state = original_state
+        attributes.check(self, step, owner)
+        return result
 
     guarded_step._cstorch_guarded_step = True
     return guarded_step
@@ -125,15 +137,17 @@ class Optimizer(torch.optim.Optimizer, ABC):
     optimizer is stepped by one thread at a time.
     """
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        # Plain functions only (decorated ones included): that is what
-        # optimizers define, and what `self` can be bound to.
-        step = cls.__dict__.get("step")
-        if isinstance(step, types.FunctionType) and not getattr(
-            step, "_cstorch_guarded_step", False
-        ):
-            cls.step = _guard_step(step)
+    def _patch_step_function(self) -> None:
+        # torch wraps whatever `type(self).step` resolves to (a function of
+        # the class body, one inherited from a mixin, a class-based decorator)
+        # here, at construction and on unpickling; the guard goes inside
+        # torch's wrapper, so every way of defining step is checked and
+        # torch's step hooks run outside it, on the host.
+        cls = type(self)
+        step = cls.step
+        if not getattr(step, "_cstorch_guarded_step", False):
+            cls.step = _guard_step(step, _step_owner(cls))
+        super()._patch_step_function()
 
     def __init__(
         self,
@@ -160,6 +174,20 @@ class Optimizer(torch.optim.Optimizer, ABC):
         # What checkpoints are checked against in load_state_dict.
         self._preinitialized_layout = state_layout(self._params(), self.state)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # While step runs (its state frozen), an attribute that gains a tensor
+        # is state kept outside self.state: CS101 at the line that sets it.
+        frozen = self.__dict__.get("state")
+        if (
+            type(frozen) is FrozenOptimizerState
+            and name != "state"
+            and frozen.checks_active()
+            and holds_tensor(value)
+            and not holds_tensor(self.__dict__.get(name))
+        ):
+            raise attribute_gains_tensor_error(name, value, current_owner())
+        super().__setattr__(name, value)
+
     # -- construction helpers -------------------------------------------------
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
@@ -184,6 +212,11 @@ class Optimizer(torch.optim.Optimizer, ABC):
     def _params(self) -> list:
         """All parameters in torch's state_dict index order."""
         return [param for group in self.param_groups for param in group["params"]]
+
+    def _has_float64_params(self) -> bool:
+        """Whether the user gave float64 parameters (strict mode's CS403 lets
+        the step follow their dtype)."""
+        return any(param.dtype is torch.float64 for param in self._params())
 
     def _describe_param(self, param) -> str:
         index = 0

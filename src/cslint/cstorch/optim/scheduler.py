@@ -10,7 +10,8 @@ the schedule is part of the compiled graph. Here:
   `step()` advances `last_epoch` and writes the next value;
 * the value written into `param_group[param_group_key]` is the 0-dim tensor
   the closed form returns, so code that treats it as a number fails;
-* in strict mode the closed form runs under the host-conversion guard, and a
+* in strict mode the closed form runs under the host-conversion guard (and so
+  does `get`, which evaluates it, wherever a subclass overrides it), and a
   closed form that returns something other than a tensor raises CS305.
 
 The schedules shared by the learning-rate and weight-decay families follow
@@ -191,6 +192,15 @@ class Scheduler(ABC):
     def _closed_form_method(self) -> Callable:
         return self._get_closed_form
 
+    def _get_owner(self) -> str:
+        """'Class.get' when a subclass overrides `get`, else the closed form's owner."""
+        for cls in type(self).__mro__:
+            if cls is Scheduler:
+                break
+            if "get" in cls.__dict__:
+                return f"{cls.__name__}.get"
+        return self._closed_form_owner()
+
     # -- tags --------------------------------------------------------------------
 
     def _should_apply_to_param_group(self, param_group: dict) -> bool:
@@ -284,7 +294,16 @@ class Scheduler(ABC):
         """Recompute the value for `last_epoch` and write it into the groups."""
         self._get_called_within_step = True
         try:
-            self._last_value = self.get()
+            if strict_mode.is_strict():
+                # Guarded here too, not only around the closed form: a
+                # subclass may override `get` (or what it calls) and compute
+                # the values itself.
+                if isinstance(self.last_epoch, torch.Tensor):
+                    mark(self.last_epoch, LAST_EPOCH)
+                with guarded_region(self._get_owner()):
+                    self._last_value = self.get()
+            else:
+                self._last_value = self.get()
         finally:
             self._get_called_within_step = False
         origin = scheduled_origin(self.param_group_key)
