@@ -139,13 +139,15 @@ def test_a_missing_path_is_one_line_and_exit_2(tmp_path: Path):
 
 
 def test_verify_reports_each_golden_fixture_equal_and_strict_clean():
-    from cslint.port.verify import verify_port
+    from cslint.port.verify import verify_ports
 
-    for source in PORT_FIXTURES:
-        name = {c.name for c in port_file(str(source), Config()).classes}
-        verified = verify_port(str(source), _golden(source).read_bytes(), sorted(name), steps=8)
-        assert {n: (v.numbers_equal, v.strict_clean) for n, v in verified.items()} == \
-            {n: (True, True) for n in name}, (source.name, verified)
+    names = [sorted(c.name for c in port_file(str(source), Config()).classes)
+             for source in PORT_FIXTURES]
+    verified = verify_ports([(str(source), _golden(source).read_bytes(), classes)
+                             for source, classes in zip(PORT_FIXTURES, names)], steps=8)
+    for source, classes, results in zip(PORT_FIXTURES, names, verified):
+        assert {n: (v.numbers_equal, v.strict_clean) for n, v in results.items()} == \
+            {n: (True, True) for n in classes}, (source.name, results)
 
 
 def test_verify_finds_a_port_that_changes_the_numbers(tmp_path: Path):
