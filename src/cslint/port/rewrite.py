@@ -5,11 +5,15 @@ something to do, in this order:
 
 1. the import of cerebras.pytorch (or its runtime reference), when the file has a
    torch optimizer class;
-2. CS105: the base `torch.optim.Optimizer` -> `cstorch.optim.Optimizer`;
-3. CS101 under a lazy-initialisation check: the check and what it creates move into a
-   generated `preinitialize()`; a Python step counter (`state["step"] = 0` ...
+2. CS105: the base `torch.optim.Optimizer` -> `cstorch.optim.Optimizer` (an `ABC` listed
+   before it goes: cstorch's is one);
+3. CS101 under a lazy-initialisation check, in step or in a helper step calls with each
+   param group (`self.init_group(group)`): the check and what it creates move into a
+   generated `preinitialize()` (a gradient read only for its shape, dtype or device
+   becomes the parameter); a Python step counter (`state["step"] = 0` ...
    `state["step"] += 1`) becomes the global step (`enable_global_step=True`,
-   `self.increment_global_step(p)`);
+   `self.increment_global_step(p)`); an optimizer that creates no state gets an empty
+   `preinitialize()`;
 4. CS204 / CS203 in expressions: `math.sqrt(t)` -> `torch.sqrt(t)`, `max(t, eps)` ->
    `torch.clamp(t, min=eps)`, `a if t > 0 else b` -> `torch.where(t > 0, a, b)`;
 5. CS106: `state_names_to_sparsify()` for releases before 2.5;
@@ -130,9 +134,21 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
     torch_classes = [ref.info.node for ref, kinds in linted.project.classified_classes
                      if ref.info is not None and ref.info.module.display_path == shown
                      and kinds.torch_optimizer and not kinds.cstorch_optimizer]
+    # Optimizers that nothing derives from, that define step() but no preinitialize()
+    # (torch's have none; cstorch's is abstract): they keep no per-parameter state.
+    stateless = []
+    for ref, kinds in linted.project.classified_classes:
+        info = ref.info
+        if info is None or info.module.display_path != shown or not kinds.optimizer \
+                or linted.project.is_machinery(ref) or "step" not in info.methods \
+                or linted.project.subclasses.get(id(ref)):
+            continue
+        found = linted.project.find_method(ref, "preinitialize", config.cstorch_version)
+        if found is None or found.abstract and found.function is None:
+            stateless.append(info.node)
     steps = (lambda: rewriter.import_edits(bool(torch_classes)), rewriter.base_edits,
-             rewriter.lazy_state_edits, rewriter.expression_edits,
-             lambda: rewriter.sparsify_edits(config))
+             rewriter.lazy_state_edits, lambda: rewriter.stateless_edits(stateless),
+             rewriter.expression_edits, lambda: rewriter.sparsify_edits(config))
     for make in steps:
         edits = make()
         if not edits:
@@ -258,6 +274,26 @@ class _Rewriter:
                 edits.extend(plan.edits)
         return edits
 
+    def stateless_edits(self, classes: list[ast.ClassDef]) -> list[Edit]:
+        """An empty preinitialize() before step() of each class that creates no state
+        (none of the CS101 findings is in it): cstorch's is abstract."""
+        edits = []
+        lazy = [f.location.line for f in self.coded("CS101")]
+        for owner in classes:
+            if any(owner.lineno <= line <= owner.end_lineno for line in lazy):
+                continue
+            step = _methods(owner).get("step")
+            if step is None:
+                continue
+            indent = self.indent_of(step)
+            unit = _unit_indent(self.text, step, indent)
+            newline = _newline(self.text)
+            method = (f"{indent}def preinitialize(self):{newline}"
+                      f"{indent}{unit}pass  # no per-parameter state{newline}{newline}")
+            at = self.line_start(_first_line(step))
+            edits.append(Edit(at, at, method))
+        return edits
+
     # -- 4. tensor math ------------------------------------------------------------------
 
     def expression_edits(self) -> list[Edit]:
@@ -309,8 +345,10 @@ class _Rewriter:
             elif _is_number(first):
                 new = f"{torch}.clamp({self.code(second)}, {bound}={self.code(first)})"
             else:
+                # Either may be a Python number: torch.maximum takes tensors only.
                 both = "maximum" if func.id == "max" else "minimum"
-                new = f"{torch}.{both}({self.code(first)}, {self.code(second)})"
+                new = (f"{torch}.{both}({torch}.as_tensor({self.code(first)}), "
+                       f"{torch}.as_tensor({self.code(second)}))")
             return Edit(*self.span(call), new)
         return None
 

@@ -23,6 +23,8 @@ STEPS = 50
 SHAPES = ((5,), (4, 3), (2, 3, 2, 2))
 # Numbers are equal when |ported - original| <= ATOL + RTOL * |original| everywhere.
 ATOL, RTOL = 1e-5, 1e-4
+# Why an abstract class is not run.
+ABSTRACT = "an abstract class: nothing to run"
 # Seconds one file's verification may take.
 TIMEOUT = 300
 
@@ -172,6 +174,10 @@ def _compare(original_cls, ported_cls, steps: int) -> dict:
     if original_cls is None or ported_cls is None:
         return {"numbers_equal": None, "strict_clean": None,
                 "problem": "the class is not defined at import time"}
+    import inspect
+
+    if inspect.isabstract(original_cls):
+        return {"numbers_equal": None, "strict_clean": None, "problem": ABSTRACT}
     required = _required(original_cls)
     if required:
         return {"numbers_equal": None, "strict_clean": None,
