@@ -90,22 +90,27 @@ def run_port(paths: list[str], config: Config, *, write: bool, verify: bool,
             run.problems.append(str(error))
             continue
         run.ported.append(ported)
-        if write and ported.changed:
-            from cslint.fixes.write import WriteError, write_fixed
+    # Verified before anything is written: the original is still at its path.
+    verified = [{} for _ in run.ported]
+    if verify:
+        from cslint.port.verify import verify_ports
 
-            try:
-                write_fixed(ported.source, ported.ported)
-            except WriteError as error:
-                run.problems.append(f"{path}: {error}")
-        verified = {}
-        if verify:
-            from cslint.port.verify import verify_port
+        verified = verify_ports([(file.path, file.ported, [c.name for c in file.classes])
+                                 for file in run.ported])
+    if write:
+        from cslint.fixes.write import WriteError, write_fixed
 
-            verified = verify_port(path, ported.ported, [c.name for c in ported.classes])
-        for found in ported.classes:
-            result = verified.get(found.name)
+        for file in run.ported:
+            if file.changed:
+                try:
+                    write_fixed(file.source, file.ported)
+                except WriteError as error:
+                    run.problems.append(f"{file.path}: {error}")
+    for file, results in zip(run.ported, verified):
+        for found in file.classes:
+            result = results.get(found.name)
             run.classes.append(ClassReport(
-                path, found.name, found.remaining,
+                file.path, found.name, found.remaining,
                 result.numbers_equal if result else None,
                 result.strict_clean if result else None,
                 result.problem if result else None))

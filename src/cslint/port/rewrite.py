@@ -5,11 +5,15 @@ something to do, in this order:
 
 1. the import of cerebras.pytorch (or its runtime reference), when the file has a
    torch optimizer class;
-2. CS105: the base `torch.optim.Optimizer` -> `cstorch.optim.Optimizer`;
-3. CS101 under a lazy-initialisation check: the check and what it creates move into a
-   generated `preinitialize()`; a Python step counter (`state["step"] = 0` ...
+2. CS105: the base `torch.optim.Optimizer` -> `cstorch.optim.Optimizer` (an `ABC` listed
+   before it goes: cstorch's is one);
+3. CS101 under a lazy-initialisation check, in step or in a helper step calls with each
+   param group (`self.init_group(group)`): the check and what it creates move into a
+   generated `preinitialize()` (a gradient read only for its shape, dtype or device
+   becomes the parameter); a Python step counter (`state["step"] = 0` ...
    `state["step"] += 1`) becomes the global step (`enable_global_step=True`,
-   `self.increment_global_step(p)`);
+   `self.increment_global_step(p)`); an optimizer that creates no state gets an empty
+   `preinitialize()`;
 4. CS204 / CS203 in expressions: `math.sqrt(t)` -> `torch.sqrt(t)`, `max(t, eps)` ->
    `torch.clamp(t, min=eps)`, `a if t > 0 else b` -> `torch.where(t > 0, a, b)`;
 5. CS106: `state_names_to_sparsify()` for releases before 2.5;
@@ -130,9 +134,21 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
     torch_classes = [ref.info.node for ref, kinds in linted.project.classified_classes
                      if ref.info is not None and ref.info.module.display_path == shown
                      and kinds.torch_optimizer and not kinds.cstorch_optimizer]
+    # Optimizers that nothing derives from, that define step() but no preinitialize()
+    # (torch's have none; cstorch's is abstract): they keep no per-parameter state.
+    stateless = []
+    for ref, kinds in linted.project.classified_classes:
+        info = ref.info
+        if info is None or info.module.display_path != shown or not kinds.optimizer \
+                or linted.project.is_machinery(ref) or "step" not in info.methods \
+                or linted.project.subclasses.get(id(ref)):
+            continue
+        found = linted.project.find_method(ref, "preinitialize", config.cstorch_version)
+        if found is None or found.abstract and found.function is None:
+            stateless.append(info.node)
     steps = (lambda: rewriter.import_edits(bool(torch_classes)), rewriter.base_edits,
-             rewriter.lazy_state_edits, rewriter.expression_edits,
-             lambda: rewriter.sparsify_edits(config))
+             rewriter.lazy_state_edits, lambda: rewriter.stateless_edits(stateless),
+             rewriter.expression_edits, lambda: rewriter.sparsify_edits(config))
     for make in steps:
         edits = make()
         if not edits:
@@ -225,6 +241,20 @@ class _Rewriter:
         for finding in self.coded("CS105"):
             for node in self.at(finding, ast.expr)[:1]:
                 edits.append(Edit(*self.span(node), f"{alias}.optim.Optimizer"))
+                owner = self.parents.get(id(node))
+                if isinstance(owner, ast.ClassDef) and node in owner.bases:
+                    edits.extend(self._abc_before(owner, owner.bases.index(node)))
+        return edits
+
+    def _abc_before(self, owner: ast.ClassDef, index: int) -> list[Edit]:
+        """`ABC` listed before the optimizer base goes: cstorch's Optimizer is an ABC
+        already, and `class X(ABC, cstorch.optim.Optimizer)` has no consistent MRO."""
+        edits = []
+        for base, following in zip(owner.bases[:index], owner.bases[1:index + 1]):
+            if isinstance(base, ast.Name) and base.id == "ABC" or \
+                    isinstance(base, ast.Attribute) and base.attr == "ABC" \
+                    and isinstance(base.value, ast.Name) and base.value.id == "abc":
+                edits.append(Edit(self.span(base)[0], self.span(following)[0], ""))
         return edits
 
     # -- 3. lazy state -> preinitialize -------------------------------------------------
@@ -242,6 +272,26 @@ class _Rewriter:
             plan = _LazyStatePlan(self, owner, created)
             if plan.build():
                 edits.extend(plan.edits)
+        return edits
+
+    def stateless_edits(self, classes: list[ast.ClassDef]) -> list[Edit]:
+        """An empty preinitialize() before step() of each class that creates no state
+        (none of the CS101 findings is in it): cstorch's is abstract."""
+        edits = []
+        lazy = [f.location.line for f in self.coded("CS101")]
+        for owner in classes:
+            if any(owner.lineno <= line <= owner.end_lineno for line in lazy):
+                continue
+            step = _methods(owner).get("step")
+            if step is None:
+                continue
+            indent = self.indent_of(step)
+            unit = _unit_indent(self.text, step, indent)
+            newline = _newline(self.text)
+            method = (f"{indent}def preinitialize(self):{newline}"
+                      f"{indent}{unit}pass  # no per-parameter state{newline}{newline}")
+            at = self.line_start(_first_line(step))
+            edits.append(Edit(at, at, method))
         return edits
 
     # -- 4. tensor math ------------------------------------------------------------------
@@ -295,8 +345,10 @@ class _Rewriter:
             elif _is_number(first):
                 new = f"{torch}.clamp({self.code(second)}, {bound}={self.code(first)})"
             else:
+                # Either may be a Python number: torch.maximum takes tensors only.
                 both = "maximum" if func.id == "max" else "minimum"
-                new = f"{torch}.{both}({self.code(first)}, {self.code(second)})"
+                new = (f"{torch}.{both}({torch}.as_tensor({self.code(first)}), "
+                       f"{torch}.as_tensor({self.code(second)}))")
             return Edit(*self.span(call), new)
         return None
 
@@ -359,16 +411,21 @@ class _LazyStatePlan:
             return False
         guards: list[ast.If] = []
         state_names: set[str] = set()
+        functions: set[int] = set()
+        where = step  # the function that creates the state: step, or a helper it calls
         for node in self.created:
-            if not any(a is step for a in r.ancestors(node)):
-                return False  # in a helper: not moved (yet), reported as it is
+            where = next((a for a in r.ancestors(node)
+                          if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+            if where is None or methods.get(where.name) is not where:
+                return False
+            functions.add(id(where))
             state_name = _state_variable(node)
             if state_name is None:
                 return False
             state_names.add(state_name)
             guard = None
             for ancestor in r.ancestors(node):
-                if ancestor is step:
+                if ancestor is where:
                     break
                 if isinstance(ancestor, ast.If) and _mentions(ancestor.test, state_name):
                     guard = ancestor
@@ -376,14 +433,15 @@ class _LazyStatePlan:
                 return False
             if guard not in guards:
                 guards.append(guard)
-        if len(state_names) != 1:
+        if len(state_names) != 1 or len(functions) != 1:
             return False
         (state_name,) = state_names
-        loops = self._loops(guards, step)
+        loops = self._loops(guards, step) if where is step else \
+            self._helper_loops(guards, where, step)
         if loops is None:
             return False
-        group_loop, param_loop = loops
-        group, param = group_loop.target.id, param_loop.target.id
+        group, blocks, param_loop = loops
+        param = param_loop.target.id
         if _mentions_grad(param_loop.iter):
             return False
         # The guards' statements: creations (and option tests around them) only.
@@ -396,20 +454,33 @@ class _LazyStatePlan:
                 if _is_step_counter(statement, state_name):
                     counter.append(statement)
                 elif _only_creates(statement, state_name) \
-                        or self._local_to_guard(statement, guard, step, state_name):
+                        or self._local_to_guard(statement, guard, where, state_name):
                     moved.append(statement)
                 else:
                     return False
-        increments = self._increments(state_name, param_loop) if counter else []
+        increments = self._increments(state_name) if counter else []
         if increments is None:
             return False
         init_edit = self._enable_global_step(methods.get("__init__")) if counter else None
         if counter and init_edit is None:
             return False
-        prelude = self._prelude(moved, {group, param, state_name}, param_loop, group_loop,
-                                guards[0])
+        candidates = [s for block in blocks for s in block
+                      if isinstance(s, ast.Assign) and s.end_lineno < guards[0].lineno
+                      and all(isinstance(t, (ast.Name, ast.Tuple)) for t in s.targets)]
+        gradients = _gradient_names(candidates, param, where)
+        prelude = self._prelude(moved, {group, param, state_name} | set(gradients),
+                                candidates)
         if prelude is None:
             return False
+        # A gradient only gives the new state its shape, dtype and device: the
+        # parameter's are the same.
+        renamed: dict[int, str] = {}
+        for statement in prelude + moved:
+            for name in _shape_only_uses(statement, gradients, param):
+                renamed[id(name)] = param
+            if any(isinstance(n, ast.Name) and n.id in gradients and id(n) not in renamed
+                   for n in ast.walk(statement)):
+                return False  # its values (`torch.clone(grad)`): not known before step
 
         text, newline = r.text, _newline(r.text)
         indent = r.indent_of(step)
@@ -419,15 +490,16 @@ class _LazyStatePlan:
                  f"{indent}{unit * 2}for {param} in {r.code(param_loop.iter)}:",
                  f"{indent}{unit * 3}{state_name} = self.state[{param}]"]
         for statement in prelude + moved:
-            lines.extend(_reindented(r, statement, unit * 3 + indent))
+            lines.extend(_reindented(r, statement, unit * 3 + indent, renamed, param))
         preinit = newline.join(lines) + newline + newline
         at = r.line_start(_first_line(step))
         self.edits.append(Edit(at, at, preinit))
         for guard in guards:
             self.edits.append(self._removal(guard))
         for statement in increments:
+            loop = next(a for a in r.ancestors(statement) if isinstance(a, ast.For))
             self.edits.append(Edit(*r.span(statement),
-                                   f"self.increment_global_step({param})"))
+                                   f"self.increment_global_step({loop.target.id})"))
         if init_edit is not None:
             self.edits.append(init_edit)
         return True
@@ -446,9 +518,9 @@ class _LazyStatePlan:
                        for n in ast.walk(step))
 
     def _loops(self, guards: list[ast.If], step: ast.FunctionDef
-               ) -> tuple[ast.For, ast.For] | None:
+               ) -> tuple[str, list[list[ast.stmt]], ast.For] | None:
         """`for group in self.param_groups:` and, inside, `for p in ...:` around every
-        guard (the same two loops)."""
+        guard (the same two loops): the group's name, the loops' bodies, the inner loop."""
         found = None
         for guard in guards:
             loops = [a for a in self.r.ancestors(guard) if isinstance(a, ast.For)]
@@ -461,16 +533,62 @@ class _LazyStatePlan:
             if found is not None and found != (outer, inner):
                 return None
             found = (outer, inner)
-        return found
+        if found is None:
+            return None
+        outer, inner = found
+        return outer.target.id, [outer.body, inner.body], inner
 
-    def _increments(self, state_name: str, param_loop: ast.For) -> list[ast.stmt] | None:
-        """`state["step"] += 1` in the parameter loop: the step counter's only update.
+    def _helper_loops(self, guards: list[ast.If], helper: ast.FunctionDef,
+                      step: ast.FunctionDef
+                      ) -> tuple[str, list[list[ast.stmt]], ast.For] | None:
+        """In a helper that step calls with each param group (`self.init_group(group)`
+        in `for group in self.param_groups:`): `for p in group["params"]:` around every
+        guard, directly in the helper."""
+        loops = set()
+        for guard in guards:
+            inner = next((a for a in self.r.ancestors(guard) if isinstance(a, ast.For)), None)
+            if inner is None or not any(a is helper for a in self.r.ancestors(inner)) \
+                    or not isinstance(inner.target, ast.Name):
+                return None
+            loops.add(inner)
+        if len(loops) != 1:
+            return None
+        (inner,) = loops
+        iterated = inner.iter
+        if not (isinstance(iterated, ast.Subscript) and isinstance(iterated.value, ast.Name)
+                and isinstance(iterated.slice, ast.Constant)
+                and iterated.slice.value == "params"
+                and self.r.parents.get(id(inner)) is helper):
+            return None
+        group = iterated.value.id
+        positional = [a.arg for a in helper.args.posonlyargs + helper.args.args][1:]
+        if group not in positional:
+            return None
+        position = positional.index(group)
+        calls = [n for n in ast.walk(step) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute) and n.func.attr == helper.name
+                 and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"]
+        if not calls:
+            return None
+        for call in calls:
+            argument = call.args[position] if position < len(call.args) else next(
+                (k.value for k in call.keywords if k.arg == group), None)
+            loop = next((a for a in self.r.ancestors(call) if isinstance(a, ast.For)
+                         and _is_param_groups(a.iter)), None)
+            if not (isinstance(argument, ast.Name) and loop is not None
+                    and isinstance(loop.target, ast.Name) and loop.target.id == argument.id):
+                return None
+        return group, [helper.body, inner.body], inner
+
+    def _increments(self, state_name: str) -> list[ast.stmt] | None:
+        """`state["step"] += 1` in a parameter loop: the step counter's only update.
         None when it is written anywhere else in the class."""
         result = []
         for node in ast.walk(self.owner):
             if isinstance(node, ast.AugAssign) and _state_key(node.target, state_name) == "step":
+                loop = next((a for a in self.r.ancestors(node) if isinstance(a, ast.For)), None)
                 if not (isinstance(node.op, ast.Add) and _is_number(node.value, 1)
-                        and any(a is param_loop for a in self.r.ancestors(node))):
+                        and loop is not None and isinstance(loop.target, ast.Name)):
                     return None
                 result.append(node)
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -496,15 +614,12 @@ class _LazyStatePlan:
                 return Edit(end, end, ", enable_global_step=True")
         return None
 
-    def _prelude(self, moved: list[ast.stmt], known: set[str], param_loop: ast.For,
-                 group_loop: ast.For, first_guard: ast.If) -> list[ast.stmt] | None:
+    def _prelude(self, moved: list[ast.stmt], known: set[str],
+                 candidates: list[ast.Assign]) -> list[ast.stmt] | None:
         """The assignments in the loops, before the first guard, that the moved code
         needs (`amsgrad = group["amsgrad"]`), in their order; None when it needs a name
         that only exists in step (the gradient)."""
         module_names = _module_names(self.r.tree)
-        candidates = [s for s in [*group_loop.body, *param_loop.body]
-                      if isinstance(s, ast.Assign) and s.end_lineno < first_guard.lineno
-                      and all(isinstance(t, (ast.Name, ast.Tuple)) for t in s.targets)]
         local = set().union(*(_assigned_names(s) for s in moved if isinstance(s, ast.Assign)))
         needed = set().union(*(_loaded_names(s) for s in moved)) - known - module_names \
             - _BUILTINS - local
@@ -587,18 +702,30 @@ def _unit_indent(text: str, function: ast.FunctionDef, indent: str) -> str:
     return body_indent[len(indent):] or "    "
 
 
-def _reindented(r: _Rewriter, statement: ast.stmt, indent: str) -> list[str]:
+def _reindented(r: _Rewriter, statement: ast.stmt, indent: str,
+                renamed: dict[int, str] | None = None, param: str | None = None) -> list[str]:
     """The statement's lines (with the comment lines right above it), moved to `indent`,
-    the `memory_format=torch.preserve_format` that cstorch's creation ops do not take
-    (it is torch's default) left out."""
+    the names in `renamed` (by id of the node) replaced, the keywords that cstorch's
+    creation ops do not take left out: `memory_format=torch.preserve_format` (torch's
+    default) and `device=p.device` of the parameter `param`."""
     first = statement.lineno
     while first > 1 and r.source.line_text(first - 1).strip().startswith("#"):
         first -= 1
     lines = [r.source.line_text(n).rstrip("\r\n") for n in range(first, statement.end_lineno + 1)]
+    names = [n for n in ast.walk(statement) if renamed and id(n) in renamed]
+    # From the right, so that the offsets of the others on a line stay right.
+    for name in sorted(names, key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        raw = lines[name.lineno - first].encode()
+        lines[name.lineno - first] = (raw[:name.col_offset] + renamed[id(name)].encode()
+                                      + raw[name.end_col_offset:]).decode()
     old = r.indent_of(statement)
     moved = [indent + line[len(old):] if line.startswith(old) else line for line in lines]
     text = "\n".join(moved)
-    without = re.sub(r",\s*memory_format\s*=\s*torch\.preserve_format(\s*,)?", "", text)
+    without = re.sub(r",\s*memory_format\s*=\s*torch\.preserve_format\b", "", text)
+    if param is not None:
+        # The parameter's device is where cstorch creates its state anyway.
+        without = re.sub(rf",\s*device\s*=\s*{re.escape(param)}\.device\b", "",
+                         without)
     if without != text:
         # `zeros_like(\n    p)`, left by the removal, on one line.
         without = re.sub(r"\(\s*\n\s*([^()\n]*)\)", r"(\1)", without)
@@ -635,6 +762,13 @@ def _mentions(node: ast.AST, name: str) -> bool:
 
 def _mentions_grad(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(node))
+
+
+def _reads_grad_values(node: ast.AST) -> bool:
+    """`.grad` read for more than its shape, dtype or device."""
+    shape_only = {id(n) for n in _shape_only_uses(node, set(), None)}
+    return any(isinstance(n, ast.Attribute) and n.attr == "grad" and id(n) not in shape_only
+               for n in ast.walk(node))
 
 
 def _state_variable(statement: ast.stmt) -> str | None:
@@ -680,12 +814,63 @@ def _only_creates(statement: ast.stmt, state_name: str) -> bool:
     """Assignments to state entries, under tests of options only."""
     if isinstance(statement, ast.Assign):
         return all(_state_key(t, state_name) is not None for t in statement.targets) \
-            and not _mentions_grad(statement.value) \
+            and not _reads_grad_values(statement.value) \
             and not _mentions(statement.value, state_name)
     if isinstance(statement, ast.If):
         return not _mentions(statement.test, state_name) and not _mentions_grad(statement.test) \
             and all(_only_creates(s, state_name) for s in statement.body + statement.orelse)
     return False
+
+
+# Calls and attributes of a tensor that give only its shape, dtype or device.
+_LIKE_CREATIONS = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
+                             "randn_like"})
+_SHAPE_ATTRIBUTES = frozenset({"dtype", "device", "shape", "ndim", "is_complex", "size", "dim",
+                               "numel", "layout"})
+
+
+def _gradient_names(candidates: list[ast.Assign], param: str,
+                    function: ast.FunctionDef) -> set[str]:
+    """Names bound to the parameter's gradient (`grad = p.grad`) in the loop and never
+    bound to anything else in the function."""
+    stores: dict[str, int] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            stores[node.id] = stores.get(node.id, 0) + 1
+    names = set()
+    for statement in candidates:
+        value = statement.value
+        if len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name) \
+                and isinstance(value, ast.Attribute) and value.attr == "grad" \
+                and isinstance(value.value, ast.Name) and value.value.id == param \
+                and stores.get(statement.targets[0].id) == 1:
+            names.add(statement.targets[0].id)
+    return names
+
+
+def _shape_only_uses(statement: ast.AST, gradients: set[str], param: str | None
+                     ) -> list[ast.expr]:
+    """The uses of a gradient name (or `p.grad`; of any name when `param` is None) in
+    `statement` that read only its shape,
+    dtype or device: `torch.zeros_like(grad)`, `grad.dtype`, `grad.size()`."""
+    found = []
+    parents = {id(c): n for n in ast.walk(statement) for c in ast.iter_child_nodes(n)}
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Name) and node.id in gradients:
+            used = node
+        elif isinstance(node, ast.Attribute) and node.attr == "grad" \
+                and isinstance(node.value, ast.Name) and param in (None, node.value.id):
+            used = node
+        else:
+            continue
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.value is node \
+                and parent.attr in _SHAPE_ATTRIBUTES:
+            found.append(used)
+        elif isinstance(parent, ast.Call) and parent.args and parent.args[0] is node \
+                and isinstance(parent.func, ast.Attribute) and parent.func.attr in _LIKE_CREATIONS:
+            found.append(used)
+    return found
 
 
 def _loaded_names(node: ast.AST) -> set[str]:

@@ -23,6 +23,8 @@ STEPS = 50
 SHAPES = ((5,), (4, 3), (2, 3, 2, 2))
 # Numbers are equal when |ported - original| <= ATOL + RTOL * |original| everywhere.
 ATOL, RTOL = 1e-5, 1e-4
+# Why an abstract class is not run.
+ABSTRACT = "an abstract class: nothing to run"
 # Seconds one file's verification may take.
 TIMEOUT = 300
 
@@ -41,32 +43,61 @@ class Verified:
 def verify_port(original_path: str, ported_code: bytes, classes: list[str],
                 steps: int = STEPS) -> dict[str, Verified]:
     """Each class of `classes` in the file at `original_path` against its port."""
-    if not classes:
-        return {}
-    folder = os.path.dirname(os.path.abspath(original_path))
-    handle, ported_path = tempfile.mkstemp(prefix=".cslint-port-", suffix=".py", dir=folder)
+    return verify_ports([(original_path, ported_code, classes)], steps)[0]
+
+
+def verify_ports(files: list[tuple[str, bytes, list[str]]], steps: int = STEPS
+                 ) -> list[dict[str, Verified]]:
+    """For each (original path, ported code, class names), each class against its port;
+    all in one subprocess (torch is imported once)."""
+    wanted = [(path, code, classes) for path, code, classes in files if classes]
+    if not wanted:
+        return [{} for _ in files]
+    ported_paths: list[str] = []
     try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(ported_code)
-        request = json.dumps({"original": os.path.abspath(original_path),
-                              "ported": ported_path, "classes": classes, "steps": steps})
+        for path, code, _ in wanted:
+            folder = os.path.dirname(os.path.abspath(path))
+            handle, ported_path = tempfile.mkstemp(prefix=".cslint-port-", suffix=".py",
+                                                   dir=folder)
+            ported_paths.append(ported_path)
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(code)
+        request = json.dumps({"steps": steps, "files": [
+            {"original": os.path.abspath(path), "ported": ported, "classes": classes}
+            for (path, _, classes), ported in zip(wanted, ported_paths)]})
+        timeout = TIMEOUT * len(wanted)
         try:
             done = subprocess.run([sys.executable, "-m", "cslint.port.verify"], input=request,
-                                  capture_output=True, text=True, timeout=TIMEOUT,
+                                  capture_output=True, text=True, timeout=timeout,
                                   env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
         except subprocess.TimeoutExpired:
-            return {name: Verified(None, None, f"did not finish in {TIMEOUT} s")
-                    for name in classes}
+            answers = None
+            failure = f"did not finish in {timeout} s"
+        else:
+            try:
+                answers = json.loads(done.stdout.splitlines()[-1])
+            except (IndexError, ValueError):
+                answers = None
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                failure = f"the verifier failed: {last}"
     finally:
-        os.unlink(ported_path)
-    try:
-        answers = json.loads(done.stdout.splitlines()[-1])
-    except (IndexError, ValueError):
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {name: Verified(None, None, f"the verifier failed: {last}") for name in classes}
-    return {name: Verified(answer["numbers_equal"], answer["strict_clean"],
-                           answer.get("problem"), tuple(answer.get("strict_codes", ())))
-            for name, answer in answers.items()}
+        for ported_path in ported_paths:
+            os.unlink(ported_path)
+    results = iter(answers if answers is not None else [None] * len(wanted))
+    verified = []
+    for _, _, classes in files:
+        if not classes:
+            verified.append({})
+            continue
+        found = next(results)
+        if found is None:
+            verified.append({name: Verified(None, None, failure) for name in classes})
+        else:
+            verified.append({name: Verified(answer["numbers_equal"], answer["strict_clean"],
+                                            answer.get("problem"),
+                                            tuple(answer.get("strict_codes", ())))
+                             for name, answer in found.items()})
+    return verified
 
 
 # ---- the subprocess ----------------------------------------------------------------------
@@ -86,7 +117,6 @@ def _child() -> None:
     sys.modules.setdefault("cerebras.pytorch", cstorch)
 
     request = json.loads(sys.stdin.read())
-    sys.path.insert(0, os.path.dirname(request["original"]))
 
     def load(path: str, name: str):
         spec = importlib.util.spec_from_file_location(name, path)
@@ -95,19 +125,25 @@ def _child() -> None:
         spec.loader.exec_module(module)
         return module
 
-    answers: dict[str, dict] = {}
-    try:
-        original = load(request["original"], "_cslint_original")
-        ported = load(request["ported"], "_cslint_ported")
-    except Exception as error:  # noqa: BLE001 - the user's module: report, do not crash
-        problem = f"cannot import: {type(error).__name__}: {error}".splitlines()[0]
-        answers = {name: {"numbers_equal": None, "strict_clean": None, "problem": problem}
-                   for name in request["classes"]}
-    else:
-        for name in request["classes"]:
-            answers[name] = _compare(getattr(original, name, None), getattr(ported, name, None),
-                                     request["steps"])
-    print(json.dumps(answers))
+    results: list[dict[str, dict]] = []
+    for index, file in enumerate(request["files"]):
+        folder = os.path.dirname(file["original"])
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        answers: dict[str, dict] = {}
+        try:
+            original = load(file["original"], f"_cslint_original_{index}")
+            ported = load(file["ported"], f"_cslint_ported_{index}")
+        except Exception as error:  # noqa: BLE001 - the user's module: report, do not crash
+            problem = f"cannot import: {type(error).__name__}: {error}".splitlines()[0]
+            answers = {name: {"numbers_equal": None, "strict_clean": None, "problem": problem}
+                       for name in file["classes"]}
+        else:
+            for name in file["classes"]:
+                answers[name] = _compare(getattr(original, name, None),
+                                         getattr(ported, name, None), request["steps"])
+        results.append(answers)
+    print(json.dumps(results))
 
 
 def _options(cls) -> list[dict]:
@@ -138,6 +174,10 @@ def _compare(original_cls, ported_cls, steps: int) -> dict:
     if original_cls is None or ported_cls is None:
         return {"numbers_equal": None, "strict_clean": None,
                 "problem": "the class is not defined at import time"}
+    import inspect
+
+    if inspect.isabstract(original_cls):
+        return {"numbers_equal": None, "strict_clean": None, "problem": ABSTRACT}
     required = _required(original_cls)
     if required:
         return {"numbers_equal": None, "strict_clean": None,
