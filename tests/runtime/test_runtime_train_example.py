@@ -109,12 +109,6 @@ PLANTED = {
 # The counter lives beside the step, as a Python list the step appends to.
 COUNTER_HOME = ("    @cstorch.trace\n", "    steps_taken = []\n\n    @cstorch.trace\n")
 
-RUNTIME_NOT_YET = {
-    "CS403": "CS403: strict mode does not yet raise for a float64 tensor created inside a "
-    "traced step (another helper adds it in strict mode)",
-}
-
-
 def planted_copy(tmp_path: Path, code: str) -> tuple[Path, int]:
     """The clean script with the mistake for `code` planted; its path and the planted line."""
     source = CLEAN_SOURCE
@@ -128,15 +122,7 @@ def planted_copy(tmp_path: Path, code: str) -> tuple[Path, int]:
     return path, line
 
 
-def with_runtime_gaps(codes):
-    return [
-        pytest.param(code, marks=pytest.mark.xfail(strict=True, reason=RUNTIME_NOT_YET[code]))
-        if code in RUNTIME_NOT_YET else code
-        for code in codes
-    ]
-
-
-@pytest.mark.parametrize("code", with_runtime_gaps(PLANTED))
+@pytest.mark.parametrize("code", sorted(PLANTED))
 def test_each_planted_mistake_fails_in_strict_mode_naming_its_code_file_and_line(tmp_path, code):
     path, line = planted_copy(tmp_path, code)
     script = load_script(path)
