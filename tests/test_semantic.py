@@ -611,3 +611,26 @@ def test_a_process_that_lints_again_sees_a_package_made_meanwhile(tmp_path):
     after = lint(files, Config(select=("CS101",)), project_root=tmp_path)
     assert [f.code for f in before.findings] == []
     assert [f.code for f in after.findings] == ["CS101"]
+
+
+def test_the_files_that_reach_a_checked_file_are_found_by_whole_words_transitively(tmp_path):
+    """`ProjectFiles.dependents`: a file that names a checked class is read, then a file
+    that names what that file defines, and so on; a longer word holding the name is not
+    the name."""
+    from cslint.project_files import ProjectFiles, load_file
+
+    checked = tmp_path / "base.py"
+    checked.write_text("class Base:\n    pass\n")
+    files = {
+        "user.py": "from base import Base\n\n\nclass Child(Base):\n    pass\n",
+        "grandchild.py": "from user import Child\n\n\ndef build():\n    return Child()\n",
+        "longer_word.py": "class BaseLine:\n    pass\n",
+        "unrelated.py": "def helper():\n    return 1\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    project = ProjectFiles(sorted(tmp_path / name for name in files), DEFAULT_MAX_FILE_SIZE,
+                           tmp_path)
+    found = project.dependents([load_file(checked, "base.py", DEFAULT_MAX_FILE_SIZE).module])
+    assert sorted(module.path.name for module in found) == ["grandchild.py", "user.py"]
+    assert project.pending == {tmp_path / "longer_word.py", tmp_path / "unrelated.py"}
