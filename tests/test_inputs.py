@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from cslint import engine, project_files
 from cslint.cli import main
-from cslint.config import DEFAULT_MAX_FILE_SIZE
+from cslint.config import DEFAULT_MAX_FILE_SIZE, Config
 from cslint.discovery import find_project_root
 from cslint.source import InputError, read_regular_file
 from helpers import REPO
@@ -325,3 +325,29 @@ def test_a_file_checked_alone_gets_its_package_as_context(package, checked):
     result = run(["check", "--no-config", checked], package)
     assert result.exit_code == 1, result.stdout + result.stderr
     assert f"{Path('pkg/optim/lazy.py')}:17:21: CS101" in result.stdout
+
+
+def test_unrelated_trees_are_each_their_own_context_not_everything_between_them(
+        tmp_path, monkeypatch):
+    """`cslint check ~/a/pkg ~/b/pkg2` with no project above them: their common folder is
+    the home folder, whose every Python file would be read as context (the whole disk
+    for trees under / and /root: minutes and gigabytes). Each tree is its own context;
+    there is no project folder, so no cache is written."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for folder, package in (("a", "first"), ("b", "second")):
+        (tmp_path / folder / package).mkdir(parents=True)
+        (tmp_path / folder / package / "__init__.py").write_text("")
+        (tmp_path / folder / package / "model.py").write_text(
+            f"class {package.title()}Base:\n    pass\n")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "elsewhere.py").write_text("from first.model import FirstBase\n")
+    read = []
+    reader = project_files.read_regular_file
+    monkeypatch.setattr(project_files, "read_regular_file",
+                        lambda path, *rest: read.append(Path(path).name) or reader(path, *rest))
+    result = engine.lint([str(tmp_path / "a" / "first"), str(tmp_path / "b" / "second")],
+                         Config(select=("ALL",)))
+    assert result.errors == [] and result.files_checked == 4
+    assert result.project_root is None
+    assert "elsewhere.py" not in read
+    assert not any(tmp_path.rglob(".cslint_cache"))

@@ -153,11 +153,13 @@ def project_path(path: Path, root: Path | None) -> str:
     return real.as_posix()
 
 
-def find_project_root(paths: list[Path]) -> Path:
+def find_project_root(paths: list[Path]) -> Path | None:
     """The folder holding the nearest pyproject.toml or .git above the first path;
     without one, the common folder of the paths given, each widened to the top of the
     package it lies in: a file checked alone then gets the context that a run over its
-    package gives it (the files that import it and those it imports)."""
+    package gives it (the files that import it and those it imports). None when that
+    common folder is the whole disk or holds the home folder (unrelated trees: see
+    `context_folders`)."""
     first = resolved(paths[0])
     start = first if is_folder(first) else first.parent
     too_wide = {Path(start.anchor), resolved(Path.home())}
@@ -171,5 +173,13 @@ def find_project_root(paths: list[Path]) -> Path:
         if is_regular_file(candidate / "pyproject.toml") \
                 or file_mode(candidate / ".git") is not None:
             return candidate
-    folders = [package_top(p if is_folder(p) else p.parent) for p in map(resolved, paths)]
-    return Path(os.path.commonpath([str(f) for f in folders]))
+    common = Path(os.path.commonpath([str(f) for f in context_folders(paths)]))
+    home = resolved(Path.home())
+    if common == Path(common.anchor) or common == home or common in home.parents:
+        return None
+    return common
+
+
+def context_folders(paths: list[Path]) -> list[Path]:
+    """Each path widened to the top of the package it lies in (a folder for itself)."""
+    return sorted({package_top(p if is_folder(p) else p.parent) for p in map(resolved, paths)})

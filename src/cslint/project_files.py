@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cslint.discovery import ExcludeMatcher, Target, find_project_root, resolved, \
-    walk_python_files
+from cslint.discovery import ExcludeMatcher, Target, context_folders, find_project_root, \
+    resolved, walk_python_files
 from cslint.semantic.module_index import FunctionInfo, ModuleIndex, build_module_index, \
     module_name_for
 from cslint.source import TOO_DEEP, InputError, SourceFile, read_regular_file
@@ -137,11 +137,16 @@ def project_files_for(targets: list[Target], stdin, exclude: ExcludeMatcher,
     if not anchors:
         return ProjectFiles([], max_size)
     root = root or find_project_root(anchors)
+    # Unrelated trees (no project above them, their common folder the whole disk or the
+    # home folder): each tree's own package is its context, not everything between them.
+    folders = [root] if root is not None else context_folders(anchors)
+    folders = [f for f in folders if not any(other in f.parents for other in folders)]
     # Most walked files are checked files named the same way; resolving (symlinks, `..`)
     # is needed only for the others.
     absolute = {a.absolute() for a in anchors}
-    others = [p for p in walk_python_files(root, exclude) if p.absolute() not in absolute]
+    others = [p for folder in folders for p in walk_python_files(folder, exclude)
+              if p.absolute() not in absolute]
     if others:
         real_anchors = {resolved(a) for a in anchors}
         others = [p for p in others if resolved(p) not in real_anchors]
-    return ProjectFiles(others, max_size, resolved(root))
+    return ProjectFiles(others, max_size, resolved(root) if root is not None else None)
