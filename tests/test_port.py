@@ -214,3 +214,44 @@ def test_state_a_helper_creates_from_the_gradients_values_stays_and_is_listed(tm
     text = ported.ported.decode()
     assert 'state["average"] = grad.clone()' in text and "def preinitialize" not in text
     assert [(c.name, c.remaining) for c in ported.classes] == [("Averaged", ("CS101", "CS103"))]
+
+
+REBOUND_EACH_STEP = '''\
+import torch
+
+
+class Averaged(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1, betas=(0.5, 0.9)):
+        super().__init__(params, dict(lr=lr, betas=betas))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if len(state) == 0:
+                    state["buffers"] = {beta: torch.zeros_like(p) for beta in group["betas"]}
+                    state["lr_sum"] = 0.0
+                state["lr_sum"] = state["lr_sum"] + group["lr"]
+                for beta, buffer in state["buffers"].items():
+                    buffer.mul_(beta).add_(p.grad)
+                    p.sub_(buffer * group["lr"])
+'''
+
+
+def test_checked_creations_move_and_a_value_rebound_each_step_stays_and_is_listed(
+        tmp_path: Path):
+    path = tmp_path / "averaged.py"
+    path.write_text(REBOUND_EACH_STEP)
+    ported = port_file(str(path), Config())
+    text = ported.ported.decode()
+    ast.parse(text)
+    preinitialize = text[text.index("def preinitialize"):text.index("def step")]
+    # The comprehension's own variable is not a name preinitialize lacks.
+    assert '{beta: torch.zeros_like(p) for beta in group["betas"]}' in preinitialize
+    assert 'state["lr_sum"] = 0.0' in preinitialize
+    assert "if len(state) == 0" not in text
+    assert 'state["lr_sum"] = state["lr_sum"] + group["lr"]' in text
+    assert [(c.name, c.remaining) for c in ported.classes] == [("Averaged", ("CS102",))]
+    path.write_bytes(ported.ported)
+    assert port_file(str(path), Config()).ported == ported.ported

@@ -414,23 +414,15 @@ class _LazyStatePlan:
         functions: set[int] = set()
         where = step  # the function that creates the state: step, or a helper it calls
         for node in self.created:
-            where = next((a for a in r.ancestors(node)
-                          if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-            if where is None or methods.get(where.name) is not where:
-                return False
+            found = self._guard(node, methods)
+            if found is None:
+                # Written with no lazy-initialisation check (`state["k"] = m` each step,
+                # `self.state[p]["k"] = ...`): it stays where it is; moving the checked
+                # creations does not change what it does.
+                continue
+            where, state_name, guard = found
             functions.add(id(where))
-            state_name = _state_variable(node)
-            if state_name is None:
-                return False
             state_names.add(state_name)
-            guard = None
-            for ancestor in r.ancestors(node):
-                if ancestor is where:
-                    break
-                if isinstance(ancestor, ast.If) and _mentions(ancestor.test, state_name):
-                    guard = ancestor
-            if guard is None:
-                return False
             if guard not in guards:
                 guards.append(guard)
         if len(state_names) != 1 or len(functions) != 1:
@@ -504,6 +496,23 @@ class _LazyStatePlan:
             self.edits.append(init_edit)
         return True
 
+    def _guard(self, node: ast.stmt, methods: dict[str, ast.FunctionDef]
+               ) -> tuple[ast.FunctionDef, str, ast.If] | None:
+        """The method that writes state in `node`, the state's name, and the outermost
+        `if` around it in that method that tests the state (None when there is none)."""
+        where = next((a for a in self.r.ancestors(node)
+                      if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        state_name = _state_variable(node)
+        if where is None or methods.get(where.name) is not where or state_name is None:
+            return None
+        guard = None
+        for ancestor in self.r.ancestors(node):
+            if ancestor is where:
+                break
+            if isinstance(ancestor, ast.If) and _mentions(ancestor.test, state_name):
+                guard = ancestor
+        return None if guard is None else (where, state_name, guard)
+
     @staticmethod
     def _local_to_guard(statement: ast.stmt, guard: ast.If, step: ast.FunctionDef,
                         state_name: str) -> bool:
@@ -524,10 +533,9 @@ class _LazyStatePlan:
         found = None
         for guard in guards:
             loops = [a for a in self.r.ancestors(guard) if isinstance(a, ast.For)]
-            outer = next((loop for loop in loops if _is_param_groups(loop.iter)), None)
+            outer = next((loop for loop in loops if _group_name(loop) is not None), None)
             inner = loops[0] if loops else None
             if outer is None or inner is None or inner is outer \
-                    or not isinstance(outer.target, ast.Name) \
                     or not isinstance(inner.target, ast.Name):
                 return None
             if found is not None and found != (outer, inner):
@@ -536,7 +544,7 @@ class _LazyStatePlan:
         if found is None:
             return None
         outer, inner = found
-        return outer.target.id, [outer.body, inner.body], inner
+        return _group_name(outer), [outer.body, inner.body], inner
 
     def _helper_loops(self, guards: list[ast.If], helper: ast.FunctionDef,
                       step: ast.FunctionDef
@@ -574,9 +582,9 @@ class _LazyStatePlan:
             argument = call.args[position] if position < len(call.args) else next(
                 (k.value for k in call.keywords if k.arg == group), None)
             loop = next((a for a in self.r.ancestors(call) if isinstance(a, ast.For)
-                         and _is_param_groups(a.iter)), None)
+                         and _group_name(a) is not None), None)
             if not (isinstance(argument, ast.Name) and loop is not None
-                    and isinstance(loop.target, ast.Name) and loop.target.id == argument.id):
+                    and _group_name(loop) == argument.id):
                 return None
         return group, [helper.body, inner.body], inner
 
@@ -620,9 +628,12 @@ class _LazyStatePlan:
         needs (`amsgrad = group["amsgrad"]`), in their order; None when it needs a name
         that only exists in step (the gradient)."""
         module_names = _module_names(self.r.tree)
-        local = set().union(*(_assigned_names(s) for s in moved if isinstance(s, ast.Assign)))
+        # Names the moved code binds itself (comprehension variables included).
+        local = {n.id for s in moved for n in ast.walk(s)
+                 if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        # `self` is preinitialize's too (`dtype=self.momentum_dtype`).
         needed = set().union(*(_loaded_names(s) for s in moved)) - known - module_names \
-            - _BUILTINS - local
+            - _BUILTINS - local - {"self"}
         chosen: list[ast.stmt] = []
         while needed:
             name = needed.pop()
@@ -753,6 +764,20 @@ def _side_effect_free(node: ast.expr) -> bool:
 def _is_param_groups(node: ast.expr) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "param_groups" \
         and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def _group_name(loop: ast.For) -> str | None:
+    """`group` in `for group in self.param_groups:` or
+    `for index, group in enumerate(self.param_groups):`; None for any other loop."""
+    target, iterated = loop.target, loop.iter
+    if isinstance(iterated, ast.Call) and isinstance(iterated.func, ast.Name) \
+            and iterated.func.id == "enumerate" and len(iterated.args) == 1 \
+            and not iterated.keywords and isinstance(target, ast.Tuple) \
+            and len(target.elts) == 2:
+        target, iterated = target.elts[1], iterated.args[0]
+    if _is_param_groups(iterated) and isinstance(target, ast.Name):
+        return target.id
+    return None
 
 
 def _mentions(node: ast.AST, name: str) -> bool:
