@@ -404,15 +404,12 @@ class _LazyStatePlan:
         self.edits: list[Edit] = []
 
     def build(self) -> bool:
-        r = self.r
+        """Whether the checked creations of one method (step, or a helper it calls)
+        can move; a later round takes the next method's."""
         methods = _methods(self.owner)
-        step = methods.get("step")
-        if step is None or "preinitialize" in methods:
+        if methods.get("step") is None:
             return False
-        guards: list[ast.If] = []
-        state_names: set[str] = set()
-        functions: set[int] = set()
-        where = step  # the function that creates the state: step, or a helper it calls
+        by_method: dict[tuple[int, str], list[ast.If]] = {}
         for node in self.created:
             found = self._guard(node, methods)
             if found is None:
@@ -421,13 +418,24 @@ class _LazyStatePlan:
                 # creations does not change what it does.
                 continue
             where, state_name, guard = found
-            functions.add(id(where))
-            state_names.add(state_name)
+            guards = by_method.setdefault((id(where), state_name), [])
             if guard not in guards:
                 guards.append(guard)
-        if len(state_names) != 1 or len(functions) != 1:
-            return False
-        (state_name,) = state_names
+        for (_, state_name), guards in by_method.items():
+            where = next(a for a in self.r.ancestors(guards[0])
+                         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)))
+            if self._build_one(methods, where, state_name, guards):
+                return True
+            self.edits.clear()
+        return False
+
+    def _build_one(self, methods: dict[str, ast.FunctionDef], where: ast.FunctionDef,
+                   state_name: str, guards: list[ast.If]) -> bool:
+        r = self.r
+        step = methods["step"]
+        # One made in an earlier round (state created lazily in two methods) or the
+        # class's own: the new creations go at its end.
+        existing = methods.get("preinitialize")
         loops = self._loops(guards, step) if where is step else \
             self._helper_loops(guards, where, step)
         if loops is None:
@@ -477,15 +485,20 @@ class _LazyStatePlan:
         text, newline = r.text, _newline(r.text)
         indent = r.indent_of(step)
         unit = _unit_indent(text, step, indent)
-        lines = [f"{indent}def preinitialize(self):",
-                 f"{indent}{unit}for {group} in self.param_groups:",
+        lines = [f"{indent}def preinitialize(self):"] if existing is None else []
+        lines += [f"{indent}{unit}for {group} in self.param_groups:",
                  f"{indent}{unit * 2}for {param} in {r.code(param_loop.iter)}:",
                  f"{indent}{unit * 3}{state_name} = self.state[{param}]"]
         for statement in prelude + moved:
             lines.extend(_reindented(r, statement, unit * 3 + indent, renamed, param))
-        preinit = newline.join(lines) + newline + newline
-        at = r.line_start(_first_line(step))
-        self.edits.append(Edit(at, at, preinit))
+        if existing is None:
+            at = r.line_start(_first_line(step))
+            self.edits.append(Edit(at, at, newline.join(lines) + newline + newline))
+        elif existing.end_lineno < len(r.source.lines):
+            at = r.line_start(existing.end_lineno + 1)
+            self.edits.append(Edit(at, at, newline.join(lines) + newline))
+        else:
+            return False  # (the file's last line: does not happen after a generated one)
         for guard in guards:
             self.edits.append(self._removal(guard))
         for statement in increments:
