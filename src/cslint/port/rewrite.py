@@ -464,9 +464,11 @@ class _LazyStatePlan:
         init_edit = self._enable_global_step(methods.get("__init__")) if counter else None
         if counter and init_edit is None:
             return False
+        # (`grad_shape: tuple[int, ...] = grad.shape` too: annotated)
         candidates = [s for block in blocks for s in block
-                      if isinstance(s, ast.Assign) and s.end_lineno < guards[0].lineno
-                      and all(isinstance(t, (ast.Name, ast.Tuple)) for t in s.targets)]
+                      if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None
+                      and s.end_lineno < guards[0].lineno
+                      and all(isinstance(t, (ast.Name, ast.Tuple)) for t in _targets(s))]
         gradients = _gradient_names(candidates, param, where)
         prelude = self._prelude(moved, {group, param, state_name} | set(gradients),
                                 candidates)
@@ -655,7 +657,7 @@ class _LazyStatePlan:
                 return None
             if source not in chosen:
                 chosen.append(source)
-                needed |= _loaded_names(source) - known - module_names - _BUILTINS \
+                needed |= _loaded_names(source) - known - module_names - _BUILTINS - {"self"} \
                     - set().union(*(_assigned_names(c) for c in chosen))
         return sorted(chosen, key=lambda s: (s.lineno, s.col_offset))
 
@@ -878,11 +880,12 @@ def _gradient_names(candidates: list[ast.Assign], param: str,
     names = set()
     for statement in candidates:
         value = statement.value
-        if len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name) \
+        targets = _targets(statement)
+        if len(targets) == 1 and isinstance(targets[0], ast.Name) \
                 and isinstance(value, ast.Attribute) and value.attr == "grad" \
                 and isinstance(value.value, ast.Name) and value.value.id == param \
-                and stores.get(statement.targets[0].id) == 1:
-            names.add(statement.targets[0].id)
+                and stores.get(targets[0].id) == 1:
+            names.add(targets[0].id)
     return names
 
 
@@ -917,7 +920,11 @@ def _loaded_names(node: ast.AST) -> set[str]:
 
 
 def _assigned_names(statement: ast.Assign) -> set[str]:
-    return {n.id for t in statement.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return {n.id for t in _targets(statement) for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _targets(statement: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
+    return statement.targets if isinstance(statement, ast.Assign) else [statement.target]
 
 
 def _module_names(tree: ast.Module) -> set[str]:
