@@ -13,7 +13,9 @@ something to do, in this order:
    becomes the parameter); a Python step counter (`state["step"] = 0` ...
    `state["step"] += 1`) becomes the global step (`enable_global_step=True`,
    `self.increment_global_step(p)`); an optimizer that creates no state gets an empty
-   `preinitialize()`;
+   `preinitialize()`. State written with no such check stays where it is (the linter
+   then tells a store of the same tensor from a rebinding); checked creations in
+   several methods move one method a round, into the same `preinitialize()`;
 4. CS204 / CS203 in expressions: `math.sqrt(t)` -> `torch.sqrt(t)`, `max(t, eps)` ->
    `torch.clamp(t, min=eps)`, `a if t > 0 else b` -> `torch.where(t > 0, a, b)`;
 5. CS106: `state_names_to_sparsify()` for releases before 2.5;
