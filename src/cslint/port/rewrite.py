@@ -449,6 +449,7 @@ class _LazyStatePlan:
         # The guards' statements: creations (and option tests around them) only.
         counter: list[ast.stmt] = []
         moved: list[ast.stmt] = []
+        guarded: dict[int, list[ast.stmt]] = {}  # what each guard moves
         for guard in guards:
             if guard.orelse:
                 return False
@@ -458,6 +459,7 @@ class _LazyStatePlan:
                 elif _only_creates(statement, state_name) \
                         or self._local_to_guard(statement, guard, where, state_name):
                     moved.append(statement)
+                    guarded.setdefault(id(guard), []).append(statement)
                 else:
                     return False
         increments = self._increments(state_name) if counter else []
@@ -472,8 +474,16 @@ class _LazyStatePlan:
                       and s.end_lineno < guards[0].lineno
                       and all(isinstance(t, (ast.Name, ast.Tuple)) for t in _targets(s))]
         gradients = _gradient_names(candidates, param, where)
-        prelude = self._prelude(moved, {group, param, state_name} | set(gradients),
-                                candidates)
+        known = {group, param, state_name} | set(gradients)
+        conditions = {id(g): self._option_tests(g, param_loop, state_name, gradients)
+                      for g in guards}
+        prelude = self._prelude(moved + [c.test for g in guards for c in conditions[id(g)]],
+                                known, candidates)
+        if prelude is None:
+            # An option test needs what only step has: the creations go unconditionally
+            # (zeros the step never reads when the option is off).
+            conditions = {id(g): [] for g in guards}
+            prelude = self._prelude(moved, known, candidates)
         if prelude is None:
             return False
         # A gradient only gives the new state its shape, dtype and device: the
@@ -493,8 +503,16 @@ class _LazyStatePlan:
         lines += [f"{indent}{unit}for {group} in self.param_groups:",
                  f"{indent}{unit * 2}for {param} in {r.code(param_loop.iter)}:",
                  f"{indent}{unit * 3}{state_name} = self.state[{param}]"]
-        for statement in prelude + moved:
-            lines.extend(_reindented(r, statement, unit * 3 + indent, renamed, param))
+        body = unit * 3 + indent
+        for statement in prelude:
+            lines.extend(_reindented(r, statement, body, renamed, param))
+        for guard in guards:
+            depth = body
+            for condition in conditions[id(guard)] if guarded.get(id(guard)) else ():
+                lines.append(f"{depth}if {r.code(condition.test)}:")
+                depth += unit
+            for statement in guarded.get(id(guard), ()):
+                lines.extend(_reindented(r, statement, depth, renamed, param))
         if existing is None:
             at = r.line_start(_first_line(step))
             self.edits.append(Edit(at, at, newline.join(lines) + newline + newline))
@@ -512,6 +530,25 @@ class _LazyStatePlan:
         if init_edit is not None:
             self.edits.append(init_edit)
         return True
+
+    def _option_tests(self, guard: ast.If, loop: ast.For, state_name: str,
+                      gradients: set[str]) -> list[ast.If]:
+        """The `if`s of options around `guard` inside the parameter loop (`if
+        group["momentum"]:` around `if "buf" not in state:`), outermost first: the
+        creations keep them. Tests of the state or the gradient are not kept."""
+        tests = []
+        child: ast.AST = guard
+        for ancestor in self.r.ancestors(guard):
+            if ancestor is loop:
+                break
+            if isinstance(ancestor, ast.If) and child in ancestor.body \
+                    and not _mentions(ancestor.test, state_name) \
+                    and not _mentions_grad(ancestor.test) \
+                    and not _loaded_names(ancestor.test) & gradients \
+                    and _side_effect_free(ancestor.test):
+                tests.append(ancestor)
+            child = ancestor
+        return tests[::-1]
 
     def _guard(self, node: ast.stmt, methods: dict[str, ast.FunctionDef]
                ) -> tuple[ast.FunctionDef, str, ast.If] | None:
@@ -639,7 +676,7 @@ class _LazyStatePlan:
                 return Edit(end, end, ", enable_global_step=True")
         return None
 
-    def _prelude(self, moved: list[ast.stmt], known: set[str],
+    def _prelude(self, moved: list[ast.AST], known: set[str],
                  candidates: list[ast.Assign]) -> list[ast.stmt] | None:
         """The assignments in the loops, before the first guard, that the moved code
         needs (`amsgrad = group["amsgrad"]`), in their order; None when it needs a name
