@@ -255,3 +255,22 @@ def test_checked_creations_move_and_a_value_rebound_each_step_stays_and_is_liste
     assert [(c.name, c.remaining) for c in ported.classes] == [("Averaged", ("CS102",))]
     path.write_bytes(ported.ported)
     assert port_file(str(path), Config()).ported == ported.ported
+
+
+def test_the_bundled_example_ports_into_its_placeholder_preinitialize(tmp_path: Path):
+    """examples/simple_adam.py already has `def preinitialize(self): pass`: the creations
+    take the place of the `pass`, and the port is clean and settles."""
+    path = tmp_path / "simple_adam.py"
+    path.write_bytes((Path(__file__).parents[1] / "examples" / "simple_adam.py").read_bytes())
+    first = CliRunner().invoke(main, ["port", "--write", str(path)])
+    assert first.exit_code == 0, first.output
+    ported = path.read_text()
+    preinitialize = next(node for node in ast.walk(ast.parse(ported))
+                         if isinstance(node, ast.FunctionDef) and node.name == "preinitialize")
+    assert not any(isinstance(statement, ast.Pass) for statement in preinitialize.body)
+    assert 'state["m"] = cstorch.zeros_like(p)' in ported
+    assert "len(state) == 0" not in ported
+    second = CliRunner().invoke(main, ["port", str(path)])
+    assert second.exit_code == 0 and second.stdout == ""
+    checked = CliRunner().invoke(main, ["check", "--no-cache", str(path)])
+    assert checked.exit_code == 0, checked.output

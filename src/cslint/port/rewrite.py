@@ -395,6 +395,24 @@ class _Rewriter:
         return edits
 
 
+def _placeholder_body(function: ast.FunctionDef | None) -> ast.stmt | None:
+    """The lone `pass` or `...` of a method that does nothing yet (after its docstring)."""
+    if function is None:
+        return None
+    body = function.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str) and len(body) > 1:
+        body = body[1:]
+    if len(body) != 1:
+        return None
+    statement = body[0]
+    if isinstance(statement, ast.Pass) or (
+            isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+            and statement.value.value is Ellipsis):
+        return statement
+    return None
+
+
 class _LazyStatePlan:
     """What moving one class's lazily created state into preinitialize() takes; `build`
     says whether it can be done safely, and the edits that do it are in `edits`."""
@@ -513,9 +531,15 @@ class _LazyStatePlan:
                 depth += unit
             for statement in guarded.get(id(guard), ()):
                 lines.extend(_reindented(r, statement, depth, renamed, param))
+        placeholder = _placeholder_body(existing)
         if existing is None:
             at = r.line_start(_first_line(step))
             self.edits.append(Edit(at, at, newline.join(lines) + newline + newline))
+        elif placeholder is not None and placeholder.end_lineno < len(r.source.lines):
+            # The class's own `preinitialize(self): pass`: the creations take its place.
+            self.edits.append(Edit(r.line_start(placeholder.lineno),
+                                   r.line_start(placeholder.end_lineno + 1),
+                                   newline.join(lines) + newline))
         elif existing.end_lineno < len(r.source.lines):
             at = r.line_start(existing.end_lineno + 1)
             self.edits.append(Edit(at, at, newline.join(lines) + newline))
