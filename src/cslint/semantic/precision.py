@@ -25,7 +25,7 @@ from enum import Enum
 from typing import Iterator, Union
 
 from cslint.semantic.module_index import (
-    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, is_super_call,
+    ClassInfo, FunctionInfo, ModuleIndex, calls_under, dotted_name, is_super_call,
 )
 from cslint.semantic.program import candidate_lines, walk_lines
 from cslint.semantic.project import ClassRef, ProjectIndex
@@ -194,6 +194,9 @@ class _Reaches:
             if not isinstance(inner, FunctionInfo) or inner is scope or (
                     not isinstance(scope, ModuleIndex) and not _inside(inner.node, scope.node)):
                 continue
+            # (Its text naming none of them is cheaper to see than its free names.)
+            if not any(inner.mentions(name) for name in outer):
+                continue
             read = _free_names(inner.node) & outer.keys()
             if not read:
                 continue
@@ -303,16 +306,14 @@ def _body(scope: Scope) -> list[ast.stmt]:
     return scope.tree.body if isinstance(scope, ModuleIndex) else scope.node.body
 
 
+_DEFINITION_NODES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+
+
 def _calls_of_scope(scope: Scope) -> Iterator[ast.Call]:
     """The calls a scope's own statements make (not those of the definitions in it)."""
-    stack: list[ast.AST] = list(_body(scope))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Call):
-            yield node
-        stack.extend(ast.iter_child_nodes(node))
+    for statement in _body(scope):
+        if statement.__class__ not in _DEFINITION_NODES:
+            yield from calls_under(statement, _DEFINITION_NODES)
 
 
 # ---- the flow of one scope --------------------------------------------------------------
