@@ -149,7 +149,8 @@ class _Reaches:
         # What the module's functions return of float64, by function node.
         self.returned: dict[int, frozenset[ast.expr]] = {}
         self._definitions = _definitions(module)
-        self._callers: dict[int, list[Scope]] | None = None
+        self._callers: dict[int, list[Scope]] = {}  # by id of the function's node
+        self._scope_calls: dict[int, list[ast.Call]] = {}  # by id of the scope
         # The float64 values functions read from the scopes around them, by function node.
         self.outer_values: dict[int, dict[str, _Value]] = {}
 
@@ -262,14 +263,21 @@ class _Reaches:
         return None
 
     def _callers_of(self, function: FunctionInfo) -> list[Scope]:
-        if self._callers is None:
-            self._callers = {}
+        """The scopes of this module that call `function`. A function whose text does
+        not name it is not walked; each scope's calls are listed once."""
+        found = self._callers.get(id(function.node))
+        if found is None:
+            found = self._callers[id(function.node)] = []
             for scope in (*self._definitions, self.module):
-                for call in _calls_of_scope(scope):
-                    callee = self.callee(scope, call)
-                    if callee is not None:
-                        _add_once(self._callers.setdefault(id(callee.node), []), scope)
-        return self._callers.get(id(function.node), [])
+                if isinstance(scope, FunctionInfo) and not scope.mentions(function.name):
+                    continue
+                calls = self._scope_calls.get(id(scope))
+                if calls is None:
+                    calls = self._scope_calls[id(scope)] = list(_calls_of_scope(scope))
+                if any(callee is not None and callee.node is function.node
+                       for callee in (self.callee(scope, call) for call in calls)):
+                    found.append(scope)
+        return found
 
 
 def _inside(node: ast.AST, around: ast.AST) -> bool:
