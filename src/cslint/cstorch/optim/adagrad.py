@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from cslint.cstorch.creation_ops import full_like
+from cslint.cstorch.optim._checks import non_negative
 from cslint.cstorch.optim._foreach import device_groups, gradients, is_zero, per_parameter
 from cslint.cstorch.optim.optimizer import Optimizer
 
@@ -43,16 +44,8 @@ class Adagrad(Optimizer):
         eps: float = 1e-6,
         maximize: bool = False,
     ) -> None:
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if lr_decay < 0.0:
-            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if initial_accumulator_value < 0.0:
-            raise ValueError(f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
-        if eps < 0.0:
-            raise ValueError(f"Invalid epsilon value: {eps}")
+        non_negative(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                     initial_accumulator_value=initial_accumulator_value, eps=eps)
         defaults = dict(
             lr=lr,
             lr_decay=lr_decay,

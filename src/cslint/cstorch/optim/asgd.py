@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from cslint.cstorch.creation_ops import zeros_like
+from cslint.cstorch.optim._checks import non_negative
 from cslint.cstorch.optim._foreach import device_groups, gradients, per_parameter
 from cslint.cstorch.optim.optimizer import Optimizer
 
@@ -48,10 +49,7 @@ class ASGD(Optimizer):
         weight_decay: float = 0,
         maximize: bool = False,
     ) -> None:
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        non_negative(lr=lr, weight_decay=weight_decay)
         defaults = dict(
             lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay, maximize=maximize
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from cslint.cstorch.creation_ops import zeros_like
+from cslint.cstorch.optim._checks import betas_below_one, non_negative
 from cslint.cstorch.optim.optimizer import Optimizer
 
 __all__ = ["Lamb"]
@@ -50,13 +51,8 @@ class Lamb(Optimizer):
         weight_decay: float = 0,
         adam: bool = False,
     ) -> None:
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr} (must be >= 0)")
-        if eps < 0.0:
-            raise ValueError(f"Invalid epsilon value: {eps} (must be >= 0)")
-        for index, beta in enumerate(betas):
-            if not 0.0 <= beta < 1.0:
-                raise ValueError(f"Invalid beta parameter at index {index}: {beta} (must be in [0, 1))")
+        non_negative(lr=lr, eps=eps)
+        betas_below_one(betas)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, adam=adam)
         super().__init__(params, defaults)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from cslint.cstorch.creation_ops import zeros_like
+from cslint.cstorch.optim._checks import betas_below_one, non_negative
 from cslint.cstorch.optim.optimizer import Optimizer
 
 __all__ = ["Lion"]
@@ -41,13 +42,9 @@ class Lion(Optimizer):
         betas: tuple[float, float] = (0.9, 0.99),
         weight_decay: float = 0.0,
     ) -> None:
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr} (must be >= 0)")
-        for index, beta in enumerate(betas):
-            if not 0.0 <= beta < 1.0:
-                raise ValueError(f"Invalid beta parameter at index {index}: {beta} (must be in [0, 1))")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight decay value: {weight_decay} (must be >= 0)")
+        non_negative(lr=lr)
+        betas_below_one(betas)
+        non_negative(weight_decay=weight_decay)
         defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay)
         super().__init__(params, defaults)
 

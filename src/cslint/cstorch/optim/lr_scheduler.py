@@ -21,7 +21,6 @@ from collections.abc import Callable
 
 import torch
 
-from cslint.cstorch.optim.scheduler import Scheduler
 from cslint.cstorch.optim.scheduler import ChainedScheduler as _ChainedSchedule
 from cslint.cstorch.optim.scheduler import (
     ConstantScheduler,

@@ -7,6 +7,7 @@ import math
 import torch
 
 from cslint.cstorch.creation_ops import zeros_like
+from cslint.cstorch.optim._checks import non_negative
 from cslint.cstorch.optim.optimizer import Optimizer
 
 __all__ = ["Muon"]
@@ -101,14 +102,12 @@ class Muon(Optimizer):
         nesterov: bool = True,
         ns_steps: int = 5,
     ) -> None:
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr} (must be >= 0)")
+        non_negative(lr=lr)
         if not 0.0 <= weight_decay < 1.0:
             raise ValueError(f"Invalid weight decay: {weight_decay} (must be in [0, 1))")
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"Invalid momentum: {momentum} (must be in [0, 1))")
-        if ns_steps < 0:
-            raise ValueError(f"Invalid number of Newton-Schulz steps: {ns_steps} (must be >= 0)")
+        non_negative(ns_steps=ns_steps)
         defaults = dict(
             lr=lr,
             weight_decay=weight_decay,

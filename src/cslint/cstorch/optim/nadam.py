@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from cslint.cstorch.creation_ops import zeros_like
+from cslint.cstorch.optim._checks import betas_below_one, non_negative
 from cslint.cstorch.optim._foreach import device_groups, gradients, per_parameter
 from cslint.cstorch.optim.optimizer import Optimizer
 
@@ -49,17 +50,9 @@ class NAdam(Optimizer):
         weight_decay: float = 0,
         momentum_decay: float = 4e-3,
     ) -> None:
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if eps < 0.0:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        for index, beta in enumerate(betas):
-            if not 0.0 <= beta < 1.0:
-                raise ValueError(f"Invalid beta parameter at index {index}: {beta}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if momentum_decay < 0.0:
-            raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
+        non_negative(lr=lr, eps=eps)
+        betas_below_one(betas)
+        non_negative(weight_decay=weight_decay, momentum_decay=momentum_decay)
         defaults = dict(
             lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay
         )

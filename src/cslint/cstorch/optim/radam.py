@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from cslint.cstorch.creation_ops import zeros_like
+from cslint.cstorch.optim._checks import betas_below_one, non_negative
 from cslint.cstorch.optim._foreach import device_groups, gradients, per_parameter
 from cslint.cstorch.optim.optimizer import Optimizer
 
@@ -45,15 +46,9 @@ class RAdam(Optimizer):
         eps: float = 1e-6,
         weight_decay: float = 0.0,
     ) -> None:
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr} - should be >= 0.0")
-        for index, beta in enumerate(betas):
-            if not 0.0 <= beta < 1.0:
-                raise ValueError(f"Invalid beta parameter at index {index}: {beta} - should be in [0.0, 1.0)")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay} - should be >= 0.0")
-        if eps < 0.0:
-            raise ValueError(f"Invalid epsilon value: {eps} - should be >= 0.0")
+        non_negative(lr=lr)
+        betas_below_one(betas)
+        non_negative(weight_decay=weight_decay, eps=eps)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
         super().__init__(params, defaults, enable_global_step=True)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from cslint.cstorch.creation_ops import zeros_like
+from cslint.cstorch.optim._checks import non_negative
 from cslint.cstorch.optim._foreach import add_scaled_, device_groups, gradients
 from cslint.cstorch.optim.optimizer import Optimizer
 
@@ -45,16 +46,8 @@ class RMSprop(Optimizer):
         momentum: float = 0,
         centered: bool = False,
     ) -> None:
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if eps < 0.0:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if momentum < 0.0:
-            raise ValueError(f"Invalid momentum value: {momentum}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if alpha < 0.0:
-            raise ValueError(f"Invalid alpha value: {alpha}")
+        non_negative(lr=lr, eps=eps, momentum=momentum, weight_decay=weight_decay,
+                     alpha=alpha)
         defaults = dict(
             lr=lr,
             momentum=momentum,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from cslint.cstorch.creation_ops import ones_like, zeros_like
+from cslint.cstorch.optim._checks import non_negative
 from cslint.cstorch.optim._foreach import device_groups
 from cslint.cstorch.optim.optimizer import Optimizer
 
@@ -44,8 +45,7 @@ class Rprop(Optimizer):
         etas: tuple[float, float] = (0.5, 1.2),
         step_sizes: tuple[float, float] = (1e-6, 50.0),
     ) -> None:
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        non_negative(lr=lr)
         if not 0.0 < etas[0] < 1.0 < etas[1]:
             raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
         defaults = dict(lr=lr, etas=etas, step_sizes=step_sizes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from cslint.cstorch.creation_ops import zeros_like
+from cslint.cstorch.optim._checks import non_negative
 from cslint.cstorch.optim._foreach import add_scaled_, device_groups, gradients
 from cslint.cstorch.optim.optimizer import Optimizer
 
@@ -43,12 +44,7 @@ class SGD(Optimizer):
         nesterov: bool = False,
         maximize: bool = False,
     ) -> None:
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if momentum < 0.0:
-            raise ValueError(f"Invalid momentum value: {momentum}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        non_negative(lr=lr, momentum=momentum, weight_decay=weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError(
                 "Nesterov momentum requires a momentum and zero dampening, got "
