@@ -129,6 +129,12 @@ GRAPH_CHANGED = (
     "learning rates that change from step to step"
 )
 
+# A Python counter that traced code changes, deciding the graph (the linter's CS501).
+PYTHON_COUNTER = (
+    "keep the count in a tensor updated in place (optimizer state made in preinitialize, "
+    "the global step) and choose with torch.where instead of a Python branch"
+)
+
 # The first difference of two steps' graphs is an op the other step did not run.
 GRAPH_PATH_CHANGED = (
     "the step took a different path through Python: select with torch.where instead of "

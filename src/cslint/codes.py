@@ -86,8 +86,9 @@ CODES: dict[str, Code] = {
         Code("CS404", "train-and-eval-mode",
              'mode="train_and_eval" is not supported by this release'),
         Code("CS501", "graph-changed",
-             "the traced graph changed between steps", runtime=True, runtime_only=True,
-             runtime_detail="raised by `cslint.cstorch.check_static_graph`"),
+             "the traced graph changed between steps", runtime=True,
+             runtime_detail=("the graph check of a `@cstorch.trace` step's first calls, and "
+                             "`cslint.cstorch.check_static_graph`")),
     )
 }
 

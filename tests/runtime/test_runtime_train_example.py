@@ -143,23 +143,13 @@ def test_each_planted_mistake_runs_with_strict_mode_off(tmp_path, code):
     assert len(losses) == 4
 
 
-LINTER_NOT_YET = {
-    "CS501": "CS501 is runtime-only (cslint.codes: runtime_only=True): the linter has no "
-    "rule for a Python counter that changes the graph, so it reports nothing there",
-}
-
-
 def linter_codes(json_output: str) -> list[str]:
     import json
 
     return sorted(finding["code"] for finding in json.loads(json_output))
 
 
-@pytest.mark.parametrize("code", [
-    pytest.param(code, marks=pytest.mark.xfail(strict=True, reason=LINTER_NOT_YET[code]))
-    if code in LINTER_NOT_YET else code
-    for code in PLANTED
-])
+@pytest.mark.parametrize("code", list(PLANTED))
 def test_the_linter_reports_exactly_the_planted_mistake(tmp_path, code):
     path, line = planted_copy(tmp_path, code)
     result = CliRunner().invoke(cslint_main, ["check", "--format", "json", str(path)])

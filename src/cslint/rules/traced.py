@@ -7,8 +7,9 @@ import ast
 from cslint import advice
 from cslint.diagnostics import Severity
 from cslint.fixes import scale_first_argument_fix
-from cslint.rules import FactRule, FixSafety, one_per_position, register
+from cslint.rules import FactRule, FixSafety, Rule, one_per_position, register
 from cslint.semantic.module_index import source_snippet
+from cslint.semantic.step_counters import counter_decisions
 from cslint.semantic.tensor_values import (
     Condition, ValueDependentShape, HostRead, LoopBound, MaskSelection, ScalarArgument,
     TensorValueAnalysis, TruthTest,
@@ -125,3 +126,24 @@ class DataDependentShape(_TracedRule):
                 f"`{source_snippet(fact.node)}` selects with a boolean mask "
                 f"`{source_snippet(fact.mask)}`: the result's shape depends on tensor "
                 f"values, which a static graph cannot hold; {advice.BOOLEAN_MASK}"))
+
+
+@register
+class GraphChangedByCounter(Rule):
+    code = "CS501"
+    family = FAMILY
+    severity = Severity.ERROR
+    uses = (TensorValueAnalysis,)  # which functions traced code runs
+
+    def check(self, context):
+        for fact in counter_decisions(context.module, context.project,
+                                      context.analyses.tensor_values):
+            counter = fact.counter
+            counting = counter.counting
+            through = f" (through `{fact.through}`)" if fact.through else ""
+            yield context.finding(self, fact.node, (
+                f"{fact.decision.value} `{source_snippet(fact.node)}` reads "
+                f"`{counter.written}`{through}, a Python counter that traced code changes at every "
+                f"step (`{source_snippet(counting)}`, line {counting.lineno}): each step "
+                "would record another graph, and on the system the step's Python runs once, "
+                f"so the count stays at its first value; {advice.PYTHON_COUNTER}"))

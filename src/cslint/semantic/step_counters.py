@@ -1,0 +1,458 @@
+"""Python counters that traced code changes, and where traced code decides with them.
+
+A value kept between steps (an attribute of the object, a name of an enclosing function
+or of the module) that traced code counts up (`self.steps += 1`, `seen.append(batch)`)
+holds another number at every step. Where traced code decides with it (a Python `if`,
+`while` or conditional expression, a `range` bound, a loop over the list) or hands it to
+a torch op, each step records a different graph. On the system the step's Python runs
+once to record the graph, so the count also stays frozen at its first value.
+
+A counter is known only by its source: set once to a number (or an empty list) where the
+object or scope is made, and changed nowhere but by counting in traced code. A reset
+anywhere else (`self.count = 0` in another method, `module.count = 0` in the file, a
+`clear()`) may run at every step: then it is not a counter this analysis can name.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from enum import Enum
+from typing import Callable, Iterable, Iterator
+
+from cslint.semantic.module_index import FunctionInfo, ModuleIndex, dotted_name
+from cslint.semantic.project import ProjectIndex
+from cslint.semantic.tensor_values import TensorValueAnalysis
+
+
+class Decision(Enum):
+    """How traced code decides the graph with a counter."""
+
+    BRANCH = "a Python condition"
+    LOOP = "a loop's length"
+    OP_ARGUMENT = "an argument of a torch op"
+
+
+@dataclass(frozen=True)
+class StepCounter:
+    """A Python value that traced code counts up at every step."""
+
+    written: str  # as the code names it: "self.steps", "seen"
+    counting: ast.stmt  # the statement that counts
+    function: FunctionInfo  # the traced function the counting is in
+
+
+@dataclass(frozen=True)
+class CounterDecision:
+    """Traced code decides the graph with `counter`: `node` is the condition, the loop's
+    iterable or the op's argument that reads it."""
+
+    node: ast.expr
+    counter: StepCounter
+    decision: Decision
+    function: FunctionInfo
+    through: str | None = None  # the local name computed from the counter, if read that way
+
+
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+# Calls in traced code that only report on the host: a branch whose arms only make them
+# records no op.
+_REPORTING_CALLS = frozenset({"print", "warn", "debug", "info", "warning", "error",
+                              "exception", "critical", "log", "write", "flush"})
+_LIST_GROWTH = frozenset({"append", "extend", "insert"})
+_LIST_SHRINK = frozenset({"clear", "pop", "remove"})
+
+
+def _walk_scope(root: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a function's own body (not of functions or classes defined in it)."""
+    stack = list(ast.iter_child_nodes(root))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, _NESTED_SCOPES):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _is_number(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return (isinstance(node, ast.Constant) and type(node.value) in (int, float))
+
+
+def _is_empty_list(node: ast.expr) -> bool:
+    if isinstance(node, ast.List):
+        return not node.elts
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "list" and not node.args and not node.keywords)
+
+
+# ---- what names the counter ----------------------------------------------------------------
+
+class _Subject:
+    """How a counter is written, as a test on nodes: `self.<attribute>` or a bare name."""
+
+    def __init__(self, written: str, matches: Callable[[ast.AST], bool]):
+        self.written = written
+        self.matches = matches
+
+
+def _attribute_subject(self_name: str, attribute: str) -> _Subject:
+    def matches(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == attribute
+                and isinstance(node.value, ast.Name) and node.value.id == self_name)
+    return _Subject(f"{self_name}.{attribute}", matches)
+
+
+def _name_subject(name: str) -> _Subject:
+    def matches(node: ast.AST) -> bool:
+        return isinstance(node, ast.Name) and node.id == name
+    return _Subject(name, matches)
+
+
+def _counting(statement: ast.AST, subject: _Subject) -> str | None:
+    """"number" when `statement` counts `subject` up or down by a constant, "list" when it
+    grows it, else None."""
+    if isinstance(statement, ast.AugAssign):
+        if (subject.matches(statement.target) and isinstance(statement.op, (ast.Add, ast.Sub))
+                and _is_number(statement.value)):
+            return "number"
+    elif isinstance(statement, ast.Assign):
+        value = statement.value
+        if (len(statement.targets) == 1 and subject.matches(statement.targets[0])
+                and isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Sub))
+                and subject.matches(value.left) and _is_number(value.right)):
+            return "number"
+    elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        func = statement.value.func
+        if (isinstance(func, ast.Attribute) and func.attr in _LIST_GROWTH
+                and subject.matches(func.value)):
+            return "list"
+    return None
+
+
+def _counting_candidates(function: ast.AST) -> Iterator[tuple[ast.stmt, ast.expr]]:
+    """Statements of a function that may count something up, with what they count."""
+    for node in _walk_scope(function):
+        if isinstance(node, ast.AugAssign):
+            yield node, node.target
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            yield node, node.targets[0]
+        elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+              and isinstance(node.value.func, ast.Attribute)
+              and node.value.func.attr in _LIST_GROWTH):
+            yield node, node.value.func.value
+
+
+def _changed_otherwise(nodes: Iterable[ast.AST], subject: _Subject) -> bool:
+    """Whether any of `nodes` sets, deletes or empties `subject` other than by counting."""
+    for node in nodes:
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    hit = subject.matches(part) or (
+                        isinstance(part, ast.Subscript) and subject.matches(part.value))
+                    if hit and _counting(node, subject) is None:
+                        return True
+        elif isinstance(node, ast.Delete):
+            if any(subject.matches(part) for target in node.targets
+                   for part in ast.walk(target)):
+                return True
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in _LIST_SHRINK and subject.matches(node.func.value)):
+            return True
+    return False
+
+
+# ---- where traced code decides with it -----------------------------------------------------
+
+def _reads(node: ast.AST, subject: _Subject, derived: set[str]) -> bool:
+    return any(subject.matches(part) or (isinstance(part, ast.Name) and part.id in derived
+                                         and isinstance(part.ctx, ast.Load))
+               for part in ast.walk(node))
+
+
+def _derived_names(function: ast.AST, subject: _Subject, counting: set[int]) -> set[str]:
+    """Local names computed straight from the counter (`scale = beta ** self.steps`).
+    One step only: what is computed from those in turn is mostly tensors, whose ops
+    the first read already puts in the graph."""
+    derived: set[str] = set()
+    for node in _walk_scope(function):
+        if (isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                and id(node) not in counting and node.value is not None
+                and _reads(node.value, subject, set())):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            derived.update(part.id for target in targets for part in ast.walk(target)
+                           if isinstance(part, ast.Name))
+    return derived
+
+
+def _only_reports(statements: list[ast.stmt]) -> bool:
+    """Statements that record no op: `pass`, a raise, a print or a log call."""
+    for statement in statements:
+        if isinstance(statement, (ast.Pass, ast.Raise)):
+            continue
+        if isinstance(statement, ast.If):  # an `elif` chain of reports
+            if _only_reports(statement.body) and _only_reports(statement.orelse):
+                continue
+            return False
+        if isinstance(statement, ast.Expr):
+            value = statement.value
+            if isinstance(value, ast.Constant):
+                continue
+            if isinstance(value, ast.Call):
+                name = dotted_name(value.func) or ""
+                if name.rsplit(".", 1)[-1] in _REPORTING_CALLS:
+                    continue
+        return False
+    return True
+
+
+def _in_place_method(func: ast.expr) -> bool:
+    return (isinstance(func, ast.Attribute) and func.attr.endswith("_")
+            and not func.attr.startswith("_"))
+
+
+class _DecisionFinder:
+    def __init__(self, project: ProjectIndex, module: ModuleIndex):
+        self.project = project
+        self.module = module
+
+    def _is_torch_op(self, func: ast.expr) -> bool:
+        if _in_place_method(func):
+            return True
+        dotted = dotted_name(func)
+        if dotted is None:
+            return False
+        qualified = self.project.qualified_name(self.module, dotted) or ""
+        return qualified.startswith("torch.") and not qualified.startswith("torch.optim.")
+
+    def decisions(self, function: FunctionInfo, subject: _Subject, counter: StepCounter,
+                  counting: set[int]) -> Iterator[CounterDecision]:
+        derived = _derived_names(function.node, subject, counting)
+
+        def reads(node: ast.AST) -> bool:
+            return _reads(node, subject, derived)
+
+        def decision(node: ast.expr, kind: Decision) -> CounterDecision:
+            if any(subject.matches(part) for part in ast.walk(node)):
+                return CounterDecision(node, counter, kind, function)
+            through = next(part.id for part in ast.walk(node)
+                           if isinstance(part, ast.Name) and part.id in derived)
+            return CounterDecision(node, counter, kind, function, through)
+
+        reporting: set[int] = set()  # nodes inside calls that only report
+        op_arguments: list[ast.expr] = []
+        for node in _walk_scope(function.node):
+            if id(node) in counting or id(node) in reporting:
+                continue
+            kind = node.__class__
+            if kind is ast.If or kind is ast.While:
+                if reads(node.test) and not (_only_reports(node.body)
+                                             and _only_reports(node.orelse)):
+                    yield decision(node.test, Decision.BRANCH)
+            elif kind is ast.IfExp:
+                if reads(node.test):
+                    yield decision(node.test, Decision.BRANCH)
+            elif kind is ast.comprehension:
+                for condition in node.ifs:
+                    if reads(condition):
+                        yield decision(condition, Decision.BRANCH)
+            elif kind is ast.For or kind is ast.AsyncFor:
+                if reads(node.iter):
+                    yield decision(node.iter, Decision.LOOP)
+            elif kind is ast.Call:
+                name = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
+                if name in _REPORTING_CALLS:
+                    reporting.update(id(part) for part in ast.walk(node))
+                elif self._is_torch_op(node.func):
+                    op_arguments += [argument for argument in
+                                     (*node.args, *(k.value for k in node.keywords))
+                                     if reads(argument)]
+        # Where the count first becomes a constant of the graph: once is enough to say so.
+        if op_arguments:
+            first = min(op_arguments, key=lambda node: (node.lineno, node.col_offset))
+            yield decision(first, Decision.OP_ARGUMENT)
+
+
+# ---- the counters of a module ------------------------------------------------------------
+
+def counter_decisions(module: ModuleIndex, project: ProjectIndex,
+                      tensor_values: TensorValueAnalysis) -> list[CounterDecision]:
+    """Where the module's traced code decides the graph with a Python counter it changes,
+    in the order of the file."""
+    finder = _DecisionFinder(project, module)
+    found: dict[int, CounterDecision] = {}
+    for info in module.classes.values():
+        traced = [method for method in info.methods.values()
+                  if method.kind == "method" and tensor_values.walked(method)
+                  and method.parameter_names]
+        if traced:
+            for decision in _attribute_counters(module, project, info, traced, finder):
+                found.setdefault(id(decision.node), decision)
+    scopes: list[tuple[FunctionInfo, ast.AST]] = list(module.nested_functions)
+    scopes += [(function, module.tree) for function in module.functions.values()]
+    for function, enclosing in scopes:
+        if tensor_values.walked(function):
+            for decision in _name_counters(function, enclosing, finder):
+                found.setdefault(id(decision.node), decision)
+    return sorted(found.values(), key=lambda d: (d.node.lineno, d.node.col_offset))
+
+
+def _attribute_counters(module, project, info, traced, finder) -> Iterator[CounterDecision]:
+    """Counters kept on the object: `self.steps += 1` in a traced method."""
+    ref = project.ref_for_info(info)
+    lineage = [entry.info for entry in project.mro(ref) if entry.info is not None]
+    seen: set[str] = set()
+    traced_nodes = {id(method.node) for method in traced}
+    for method in traced:
+        self_name = method.parameter_names[0]
+        for statement, target in _counting_candidates(method.node):
+            if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                    and target.value.id == self_name) or target.attr in seen:
+                continue
+            subject = _attribute_subject(self_name, target.attr)
+            kind = _counting(statement, subject)
+            if kind is None:
+                continue
+            seen.add(target.attr)
+            if not _attribute_starts_as(lineage, target.attr, kind):
+                continue
+            if _attribute_set_elsewhere(module, lineage, target.attr, traced_nodes):
+                continue
+            counter = StepCounter(subject.written, statement, method)
+            for reader in traced:
+                reader_subject = _attribute_subject(reader.parameter_names[0], target.attr)
+                counting = {id(node) for node, _ in _counting_candidates(reader.node)
+                            if _counting(node, reader_subject)}
+                yield from finder.decisions(reader, reader_subject, counter, counting)
+
+
+def _attribute_starts_as(lineage, attribute: str, kind: str) -> bool:
+    """Whether the class (or a base in the project) starts the attribute as a number or
+    an empty list: in `__init__`, or in the class body."""
+    starts = _is_number if kind == "number" else _is_empty_list
+    for info in lineage:
+        for item in info.node.body:
+            if (isinstance(item, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == attribute for t in item.targets)):
+                return starts(item.value)
+        init = info.methods.get("__init__")
+        if init is None or not init.parameter_names:
+            continue
+        subject = _attribute_subject(init.parameter_names[0], attribute)
+        for node in _walk_scope(init.node):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(subject.matches(t) for t in targets):
+                    return starts(node.value)
+    return False
+
+
+def _attribute_set_elsewhere(module: ModuleIndex, lineage, attribute: str,
+                             traced: set[int]) -> bool:
+    """A reset that may run at every step: the attribute set other than by counting at
+    the top of a traced method (each call starts it afresh), in a method that traced code
+    does not run (it may be called before each step), or on any object in the module's
+    other code (`model.count = 0`). Left alone: a reset under a condition in traced code
+    (the count wraps around, the graph still changes) and a restore from a checkpoint."""
+    for info in lineage:
+        for name, method in info.methods.items():
+            if name == "__init__" or not method.parameter_names:
+                continue
+            subject = _attribute_subject(method.parameter_names[0], attribute)
+            if id(method.node) in traced:
+                nodes: Iterable[ast.AST] = method.node.body
+            elif _restores_state(name):
+                continue
+            else:
+                nodes = _walk_scope(method.node)
+            if _changed_otherwise(nodes, subject):
+                return True
+    any_object = _Subject(f".{attribute}", lambda node: isinstance(node, ast.Attribute)
+                          and node.attr == attribute)
+    outside = [node for node in ast.walk(module.tree)
+               if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Delete, ast.Call))]
+    inside = set()
+    for info in lineage:
+        if info.module is module:
+            inside.update(id(node) for node in ast.walk(info.node))
+    return _changed_otherwise((node for node in outside if id(node) not in inside),
+                              any_object)
+
+
+def _restores_state(method_name: str) -> bool:
+    """`load_state_dict`, `__setstate__`: set the count from a checkpoint, once."""
+    return "state_dict" in method_name or "setstate" in method_name
+
+
+def _name_counters(function: FunctionInfo, enclosing: ast.AST,
+                   finder: _DecisionFinder) -> Iterator[CounterDecision]:
+    """Counters kept in an enclosing scope: `nonlocal steps; steps += 1`, or
+    `seen.append(batch)` on a list of the enclosing function or of the module."""
+    declared: set[str] = set()
+    local: set[str] = set(function.parameter_names)
+    for node in _walk_scope(function.node):
+        if isinstance(node, (ast.Nonlocal, ast.Global)):
+            declared.update(node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            local.add(node.id)
+    seen: set[str] = set()
+    for statement, target in _counting_candidates(function.node):
+        if not isinstance(target, ast.Name) or target.id in seen:
+            continue
+        subject = _name_subject(target.id)
+        kind = _counting(statement, subject)
+        if kind is None:
+            continue
+        seen.add(target.id)
+        # A number is counted in its own scope unless declared nonlocal or global; a list
+        # grows where it was made unless the function binds the name itself.
+        if (kind == "number") != (target.id in declared) or (
+                kind == "list" and target.id in local):
+            continue
+        if not _name_starts_as(enclosing, function.node, target.id, kind):
+            continue
+        counter = StepCounter(subject.written, statement, function)
+        counting = {id(node) for node, _ in _counting_candidates(function.node)
+                    if _counting(node, subject)}
+        yield from finder.decisions(function, subject, counter, counting)
+
+
+def _name_starts_as(enclosing: ast.AST, function: ast.AST, name: str, kind: str) -> bool:
+    """Whether `name` is bound once in the enclosing scope, to a number or an empty list,
+    and changed nowhere else there (its other functions included) but by counting in
+    `function`."""
+    subject = _name_subject(name)
+    bindings = [node for node in _walk_scope(enclosing)
+                if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For,
+                                     ast.With, ast.NamedExpr))
+                and any(subject.matches(part) for target in _binding_targets(node)
+                        for part in ast.walk(target))]
+    if len(bindings) != 1 or not isinstance(bindings[0], (ast.Assign, ast.AnnAssign)):
+        return False
+    starts = _is_number if kind == "number" else _is_empty_list
+    if bindings[0].value is None or not starts(bindings[0].value):
+        return False
+    others = [node for node in ast.walk(enclosing) if node is not bindings[0]
+              and not _inside(node, function)]
+    return not _changed_otherwise(others, subject)
+
+
+def _binding_targets(node: ast.AST) -> list[ast.AST]:
+    if isinstance(node, ast.Assign):
+        return node.targets
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.NamedExpr)):
+        return [node.target]
+    if isinstance(node, ast.With):
+        return [item.optional_vars for item in node.items if item.optional_vars is not None]
+    return []
+
+
+def _inside(node: ast.AST, function: ast.AST) -> bool:
+    """Whether `node` lies within `function`'s source span."""
+    line = getattr(node, "lineno", None)
+    if line is None:
+        return False
+    return (function.lineno <= line <= (function.end_lineno or function.lineno)
+            and (line != function.lineno or node.col_offset >= function.col_offset))

@@ -1,0 +1,303 @@
+"""CS501 in the linter: a Python counter that traced code changes and decides the graph with.
+
+Each case is a whole small file; the lines that must be reported end with `# expect: CS501`
+and no other line may be. Reported cases first, then the ones that must stay clean: a
+count that may be reset before each step, one that never decides the graph, one kept on
+the host, and values that are not Python counters at all.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from helpers import expected_findings, lint_source
+
+HEADER = "import torch\nimport cerebras.pytorch as cstorch\n\n"
+
+REPORTED = {
+    "optimizer counter reaching an op through a local": '''
+        class DecayingSGD(cstorch.optim.Optimizer):
+            def __init__(self, params, lr=0.1, decay=0.9):
+                super().__init__(params, dict(lr=lr, decay=decay))
+                self.steps = 0
+
+            def preinitialize(self):
+                pass
+
+            @torch.no_grad()
+            def step(self, closure=None):
+                self.steps += 1
+                for group in self.param_groups:
+                    scale = group["decay"] ** self.steps
+                    for p in group["params"]:
+                        p.sub_(p.grad * scale)  # expect: CS501
+                        p.mul_(scale)
+        ''',
+    "module counter in a branch of forward": '''
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.calls = 0
+                self.linear = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                self.calls = self.calls + 1
+                if self.calls > 3:  # expect: CS501
+                    x = x * 2
+                return self.linear(x)
+        ''',
+    "counted in a helper of step, read in step; a class-body start": '''
+        class Lookahead(cstorch.optim.Optimizer):
+            merged = 0
+
+            def preinitialize(self):
+                pass
+
+            def count(self):
+                self.merged += 1
+
+            def step(self, closure=None):
+                self.count()
+                while self.merged % 5 == 0:  # expect: CS501
+                    for group in self.param_groups:
+                        for p in group["params"]:
+                            p.mul_(0.5)
+                    break
+        ''',
+    "a count that wraps around under a condition, restored from a checkpoint": '''
+        class Periodic(cstorch.optim.Optimizer):
+            def __init__(self, params):
+                super().__init__(params, dict(lr=0.1))
+                self.since_merge = 0
+
+            def load_state_dict(self, state):
+                super().load_state_dict(state)
+                self.since_merge = state.get("since_merge", 0)
+
+            def preinitialize(self):
+                pass
+
+            def step(self, closure=None):
+                self.since_merge += 1
+                if self.since_merge >= 6:  # expect: CS501
+                    self.since_merge = 0
+                    for group in self.param_groups:
+                        for p in group["params"]:
+                            p.zero_()
+        ''',
+    "nonlocal counter bounding a loop, a closure list in a conditional expression": '''
+        def main(model, loss_fn):
+            calls = 0
+            seen = []
+
+            @cstorch.trace
+            def training_step(inputs, targets):
+                nonlocal calls
+                calls += 1
+                seen.append(None)
+                loss = loss_fn(model(inputs), targets)
+                for _ in range(calls):  # expect: CS501
+                    loss = loss * 0.5
+                return loss * (1.0 if len(seen) < 3 else 0.5)  # expect: CS501
+        ''',
+    "global counter in a traced module function, in a comprehension's condition": '''
+        STEPS = 0
+
+
+        @cstorch.trace
+        def training_step(layers, inputs):
+            global STEPS
+            STEPS += 1
+            active = [layer for index, layer in enumerate(layers) if index < STEPS]  # expect: CS501
+            for layer in active:  # expect: CS501
+                inputs = layer(inputs)
+            return inputs
+        ''',
+}
+
+CLEAN = {
+    "a branch that only logs": '''
+        import logging
+
+        logger = logging.getLogger(__name__)
+
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.calls = 0
+
+            def forward(self, x):
+                self.calls += 1
+                if self.calls % 100 == 0:
+                    logger.info("forward %d", self.calls)
+                elif self.calls > 10**9:
+                    raise RuntimeError("too many calls")
+                return x * 2
+        ''',
+    "reset by a method traced code does not run (it may run before each step)": '''
+        class StableDropout(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.count = 0
+                self.masks = []
+
+            def init_context(self):
+                self.count = 0
+
+            def forward(self, x):
+                self.count += 1
+                if self.count >= 2:
+                    return x * 0.5
+                return x
+        ''',
+    "reset at the top of each call": '''
+        class Blocks(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.depth = 0
+                self.scales = [1.0, 0.5, 0.25]
+
+            def forward(self, x):
+                self.depth = 0
+                for _ in range(3):
+                    x = self.block(x)
+                return x
+
+            def block(self, x):
+                x = x * self.scales[self.depth]
+                self.depth += 1
+                if self.depth > 2:
+                    x = x + 1
+                return x
+        ''',
+    "reset on the object elsewhere in the file": '''
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.calls = 0
+
+            def forward(self, x):
+                self.calls += 1
+                if self.calls > 3:
+                    x = x * 2
+                return x
+
+
+        def train(model, batches):
+            for batch in batches:
+                model.calls = 0
+                model(batch)
+        ''',
+    "a tensor buffer counted in place": '''
+        class Ema(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("updates", torch.zeros((), dtype=torch.long))
+                self.updates = torch.zeros((), dtype=torch.long)
+
+            def forward(self, x):
+                self.updates += 1
+                return x * torch.where(self.updates > 10, 0.5, 1.0)
+        ''',
+    "counted and never decided with": '''
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.calls = 0
+                self.history = []
+
+            def forward(self, x):
+                self.calls += 1
+                self.history.append(self.calls)
+                print("call", self.calls)
+                return x * 2
+        ''',
+    "counted in a step closure, on the host": '''
+        def main(model):
+            logged = []
+
+            @cstorch.step_closure
+            def log(loss):
+                logged.append(loss.item())
+                if len(logged) % 10 == 0:
+                    torch.save(torch.tensor(logged), "losses.pt")
+
+            @cstorch.trace
+            def training_step(inputs):
+                loss = model(inputs).sum()
+                log(loss)
+                return loss
+        ''',
+    "a local count, a local list, a counter outside traced code": '''
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.epochs = 0
+
+            def forward(self, x):
+                steps = 0
+                outputs = []
+                for _ in range(3):
+                    steps += 1
+                    outputs.append(x * steps)
+                    if steps > 1:
+                        x = x + 1
+                return torch.stack(outputs)
+
+            def next_epoch(self):
+                self.epochs += 1
+                if self.epochs > 3:
+                    torch.nn.init.zeros_(torch.empty(3))
+        ''',
+    "a name rebound in the enclosing scope": '''
+        def main(model, batches):
+            calls = 0
+
+            @cstorch.trace
+            def training_step(inputs):
+                nonlocal calls
+                calls += 1
+                if calls > 3:
+                    inputs = inputs * 2
+                return model(inputs)
+
+            for batch in batches:
+                calls = 0
+                training_step(batch)
+        ''',
+}
+
+
+def _lint(tmp_path, body: str):
+    source = HEADER + textwrap.dedent(body).lstrip("\n")
+    result = lint_source(source, tmp_path, options={"select": ["CS501"]})
+    assert not result.errors, [e.render() for e in result.errors]
+    path = tmp_path / "example.py"
+    found = {(f.location.line, f.code) for f in result.findings}
+    return found, expected_findings(path), result
+
+
+@pytest.mark.parametrize("case", sorted(REPORTED))
+def test_reported(tmp_path, case):
+    found, expected, _ = _lint(tmp_path, REPORTED[case])
+    assert expected, "a reported case marks its lines"
+    assert found == expected
+
+
+@pytest.mark.parametrize("case", sorted(CLEAN))
+def test_clean(tmp_path, case):
+    found, _, result = _lint(tmp_path, CLEAN[case])
+    assert found == set(), [f.message for f in result.findings]
+
+
+def test_the_message_names_the_counter_its_counting_and_the_fix(tmp_path):
+    _, _, result = _lint(tmp_path, REPORTED["optimizer counter reaching an op through a local"])
+    (finding,) = result.findings
+    message = finding.message[0].lower() + finding.message[1:]
+    assert message.startswith(
+        "an argument of a torch op `p.grad * scale` reads `self.steps` (through `scale`), "
+        "a Python counter that traced code changes at every step (`self.steps += 1`, line 14)")
+    assert "torch.where" in finding.message
