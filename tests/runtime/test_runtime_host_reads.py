@@ -499,3 +499,56 @@ def test_guard_is_off_outside_step():
         assert float(group["lr"]) == pytest.approx(0.01)
         for p in group["params"]:
             assert optimizer.state[p]["exp_avg"].abs().sum().item() >= 0
+
+
+# -- A one-element device value where a signature may take a number ------------------------
+# The guard watches a C op's aten calls only where one of its overloads (or a deprecated
+# scalar-first binding) takes a number at that argument; where every overload takes a
+# tensor, torch reads nothing, and the op runs without the watch.
+
+def _device_scalar() -> torch.Tensor:
+    value = torch.tensor(2)
+    cstorch.provenance.mark(value, cstorch.provenance.Origin("optimizer state 'n'"))
+    return value
+
+
+READ_AS_NUMBER = {
+    "a spread size": lambda x, n: x.view(2, n),
+    "a size list": lambda x, n: x.view([2, n]),
+    "a leading size": lambda x, n: torch.zeros(n, 2),
+    "a fill value": lambda x, n: torch.full((2,), n),
+    "a length": lambda x, n: x.narrow(0, 0, n),
+    "a count": lambda x, n: x.flatten().topk(n),
+    "alpha=": lambda x, n: x.add_(x, alpha=n),
+    "value=": lambda x, n: x.addcdiv_(x, x + 1, value=n),
+    "a deprecated scalar-first add_": lambda x, n: x.add_(n, x),
+    "a deprecated scalar-first addcdiv_": lambda x, n: x.addcdiv_(n, x, x + 1),
+    "a foreach scalar": lambda x, n: torch._foreach_add_([x, x], n),
+    "a foreach lerp weight": lambda x, n: torch._foreach_lerp_([x], [x], n),
+    "a dropout rate": lambda x, n: torch.nn.functional.dropout(x, p=n / 10),
+    "a leaky_relu slope": lambda x, n: torch.nn.functional.leaky_relu(x, n / 10),
+}
+TAKEN_AS_TENSOR = {
+    "clamp bounds": lambda x, n: x.clamp(min=n),
+    "a multiplier": lambda x, n: x.mul_(n),
+    "a lerp weight": lambda x, n: x.lerp_(x + 1, n.float()),
+    "a foreach multiplier": lambda x, n: torch._foreach_mul_([x, x], n),
+    "a foreach list of divisors": lambda x, n: torch._foreach_div_([x, x], [n, n]),
+    "stacked one-element values": lambda x, n: torch.stack([n, n]),
+    "a one-element bias": lambda x, n: torch.nn.functional.linear(x, torch.ones(1, 2), n.float().view(1)),
+    "a loss of two device values": lambda x, n: torch.nn.functional.mse_loss(n.float(), n.float()),
+    "an activation": lambda x, n: torch.nn.functional.relu(n),
+}
+
+
+@pytest.mark.parametrize("case", sorted(READ_AS_NUMBER))
+def test_a_device_value_where_a_number_is_taken_is_a_host_read(case):
+    with pytest.raises(cstorch.ComplianceError, match=r"^CS20[45]"):
+        with cstorch.guard.guarded_region("Test.step"):
+            READ_AS_NUMBER[case](torch.ones(4, 2), _device_scalar())
+
+
+@pytest.mark.parametrize("case", sorted(TAKEN_AS_TENSOR))
+def test_a_device_value_where_only_tensors_are_taken_runs(case):
+    with cstorch.guard.guarded_region("Test.step"):
+        TAKEN_AS_TENSOR[case](torch.ones(4, 2), _device_scalar())

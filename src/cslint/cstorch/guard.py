@@ -94,6 +94,9 @@ class _GuardState(threading.local):
         # Per region: a callable saying whether the data the region was given
         # (its parameters) are float64, or None (see `guarded_region`).
         self.float64_data: list = []
+        # Whether guarded code ever registered a tensor hook: hooks run Python
+        # during backward that no graph node shows (see `_backward_runs_python`).
+        self.hooks_registered = False
 
 
 _state = _GuardState()
@@ -520,21 +523,183 @@ _TENSOR_OPERAND_FUNCTIONS = frozenset(
 )
 
 
-def _call_kind(func) -> tuple[bool, bool, int, object]:
-    """(always watch, two-operand arithmetic, operands start, special check)
-    for `_may_hide_host_read`; computed once per function."""
+# Schema argument types (as `torch._C` spells them) that never take a number: a
+# tensor there is used as a tensor. Every other type (`number`, `int`, `float`,
+# `bool`, their optionals) may read a one-element tensor as a Python number.
+_TENSOR_OR_NON_NUMBER_TYPES = frozenset({
+    "Tensor", "Optional[Tensor]", "List[Tensor]", "List[Optional[Tensor]]",
+    "Optional[List[Optional[Tensor]]]", "str", "Optional[str]", "List[str]", "Device",
+    "Optional[Device]", "Generator", "Optional[Generator]", "Storage",
+})
+# List types that read tensors as numbers (sizes, `int[]`, via `__index__`); a list of
+# tensors is never parsed as a list of Scalars (`number[]`): those take Python numbers.
+_NUMBER_LIST_TYPES = frozenset({
+    "List[int]", "Optional[List[int]]", "List[float]", "Optional[List[float]]", "List[bool]",
+})
+
+
+class _NumberArguments:
+    """Where a C function's arguments may be read as Python numbers, from the schemas of
+    its aten op's overloads: by position (a method's `self` is position 0, as in the
+    schema) and by keyword."""
+
+    __slots__ = ("positions", "list_positions", "names", "list_names", "varargs_from")
+
+    def __init__(self, schemas) -> None:
+        positions, list_positions, names, list_names = set(), set(), set(), set()
+        for schema in schemas:
+            if not any("Tensor" in str(item.type)
+                       for item in (*schema.arguments, *schema.returns)):
+                continue  # TorchScript's own number overloads (`aten::neg.int(int a)`)
+            index = 0
+            for argument in schema.arguments:
+                kind = str(argument.type)
+                if kind not in _TENSOR_OR_NON_NUMBER_TYPES:
+                    if kind in _NUMBER_LIST_TYPES:
+                        list_names.add(argument.name)
+                        if not argument.kwarg_only:
+                            list_positions.add(index)
+                    elif not kind.startswith("List["):
+                        names.add(argument.name)
+                        if not argument.kwarg_only:
+                            positions.add(index)
+                if not argument.kwarg_only:
+                    index += 1
+        self.positions = frozenset(positions)
+        self.list_positions = frozenset(list_positions)
+        # A size list may also be passed spread out (`x.view(2, n)`, `torch.zeros(n, 3)`).
+        self.varargs_from = min(list_positions, default=1 << 30)
+        self.names = frozenset(names)
+        self.list_names = frozenset(list_names)
+
+    def read(self, args: tuple, kwargs: dict) -> bool:
+        """Whether a device value sits where an overload may read a number."""
+        for index, value in enumerate(args):
+            if type(value) is list or type(value) is tuple:
+                if index in self.list_positions and _holds_number_read(value):
+                    return True
+            elif (index in self.positions or index >= self.varargs_from) and \
+                    _read_as_number(value):
+                return True
+        for name, value in kwargs.items():
+            if type(value) is list or type(value) is tuple:
+                if name in self.list_names and _holds_number_read(value):
+                    return True
+            elif name in self.names and _read_as_number(value):
+                return True
+        return False
+
+
+# Ops whose Python bindings keep deprecated scalar-first signatures that no aten schema
+# has (PyTorch's tools/autograd/deprecated.yaml: `p.add_(-lr, g)`, `p.addcdiv_(value, a,
+# b)`, `torch.addmm(beta, m, alpha, a, b)`): every argument is suspect.
+_SCALAR_FIRST_SIGNATURES = frozenset(
+    name + suffix
+    for name in ("add", "sub", "addcdiv", "addcmul", "addmm", "addmv", "addr", "addbmm",
+                 "baddbmm")
+    for suffix in ("", "_")
+)
+
+
+def _number_arguments(func) -> _NumberArguments | None:
+    """The number arguments of the aten op named like `func`, or None when there is no
+    such op or its bindings take numbers where no schema does (then every argument is
+    suspect)."""
+    name = getattr(func, "__name__", None)
+    if not name or name.startswith("__") or name in _SCALAR_FIRST_SIGNATURES:
+        return None
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator(f"aten::{name}")
+    except RuntimeError:
+        return None
+    return _NumberArguments(schemas) if schemas else None
+
+
+# torch.nn.functional functions written in Python whose bodies only check shapes and
+# Python options before calling one C op on the same arguments: like a C op, they can
+# read a device value only where it is passed (checked as for any C op).
+_PYTHON_FUNCTIONS_OF_ONE_OP = frozenset(
+    getattr(torch.nn.functional, name)
+    for name in (
+        "relu", "relu6", "elu", "selu", "celu", "leaky_relu", "silu", "mish", "hardtanh",
+        "hardswish", "hardsigmoid", "sigmoid", "tanh", "softsign", "tanhshrink", "glu",
+        "softmax", "log_softmax", "softmin", "layer_norm", "group_norm", "batch_norm",
+        "rms_norm", "dropout", "embedding", "mse_loss", "l1_loss", "smooth_l1_loss",
+        "huber_loss", "cross_entropy", "nll_loss", "binary_cross_entropy_with_logits",
+        "kl_div",
+    )
+    if hasattr(torch.nn.functional, name)
+)
+# Backward passes: the autograd engine runs the derivatives of ops the guard already
+# checked forward; only Python in the graph (a custom autograd.Function, a hook) can
+# read a device value there, so only then does the dispatch mode watch them.
+_BACKWARD = "backward"
+_BACKWARD_FUNCTIONS = frozenset({_Tensor.backward, torch.autograd.backward,
+                                 torch.autograd.grad})
+_PYTHON_NODE = torch.autograd.function.BackwardCFunction
+_HOOK_REGISTRATIONS = frozenset({_Tensor.register_hook,
+                                 _Tensor.register_post_accumulate_grad_hook})
+
+
+def _accumulate_grad_type() -> type:
+    leaf = torch.zeros(1, requires_grad=True)
+    return type((leaf * 1).grad_fn.next_functions[0][0])
+
+
+_ACCUMULATE_GRAD = _accumulate_grad_type()
+
+
+def _backward_runs_python(args: tuple, kwargs: dict) -> bool:
+    """Whether a backward pass from these roots runs Python: a custom Function's
+    node, a leaf with hooks, or any hook registered by guarded code."""
+    if _state.hooks_registered:
+        return True
+    roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
+    if isinstance(roots, _Tensor):
+        roots = (roots,)
+    elif not isinstance(roots, (list, tuple)):
+        return True  # not a form we know: watch it
+    stack = [root.grad_fn for root in roots
+             if isinstance(root, _Tensor) and root.grad_fn is not None]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if type(node) is _ACCUMULATE_GRAD:
+            leaf = node.variable
+            if leaf._backward_hooks or leaf._post_accumulate_grad_hooks:
+                return True
+            continue
+        if isinstance(node, _PYTHON_NODE):
+            return True
+        for next_node, _ in node.next_functions:
+            if next_node is not None:
+                stack.append(next_node)
+    return False
+
+
+def _call_kind(func) -> tuple[bool, bool, int, object, _NumberArguments | None]:
+    """(always watch, two-operand arithmetic, operands start, special check, number
+    arguments) for `_may_hide_host_read`; computed once per function."""
+    if func in _BACKWARD_FUNCTIONS:
+        return False, False, 0, _BACKWARD, None
+    if func in _PYTHON_FUNCTIONS_OF_ONE_OP:
+        return False, False, 0, None, None
     kind = type(func)
     if kind not in _C_FUNCTION_TYPES and func not in _PYTHON_OPERATORS_OF_ONE_OP:
-        return True, False, 0, None
+        return True, False, 0, None, None
     if func in _SHAPE_DECIDING_FUNCTIONS:
-        return True, False, 0, None
+        return True, False, 0, None, None
     special = func if func is _Tensor.__getitem__ or func is torch.where else None
     # A method's first argument is the tensor it is called on, never a number.
     start = 0 if kind is types.BuiltinFunctionType else 1
-    return False, func in _TENSOR_OPERAND_FUNCTIONS, start, special
+    numbers = None if special is not None else _number_arguments(func)
+    return False, func in _TENSOR_OPERAND_FUNCTIONS, start, special, numbers
 
 
-_call_kinds: dict[object, tuple[bool, bool, int, object]] = {}
+_call_kinds: dict[object, tuple] = {}
 
 
 def _may_hide_host_read(func, args: tuple, kwargs: dict) -> bool:
@@ -547,12 +712,16 @@ def _may_hide_host_read(func, args: tuple, kwargs: dict) -> bool:
             kind = _call_kinds[func] = _call_kind(func)
     except TypeError:  # an unhashable callable: nothing known about it
         return True
-    always, two_operand, start, special = kind
+    always, two_operand, start, special, numbers = kind
     if always:
         return True
     if two_operand and len(args) == 2 and not kwargs:
         return False
+    if numbers is not None:
+        return numbers.read(args, kwargs)
     if special is not None:
+        if special is _BACKWARD:
+            return _backward_runs_python(args, kwargs)
         if special is torch.where:
             if len(args) == 1 and not kwargs:
                 return True
@@ -637,7 +806,9 @@ def _float64_error(func):
 _CONVERSION = "conversion"
 _METADATA = "metadata"
 _ONE_HOT = "one_hot"
+_HOOK = "hook"
 _SPECIAL_FUNCTIONS: dict[object, str] = {
+    **{func: _HOOK for func in _HOOK_REGISTRATIONS},
     **{func: _CONVERSION for func in _HOST_CONVERSIONS},
     **{func: _METADATA for func in _METADATA_ONLY_FUNCTIONS},
     torch.nn.functional.one_hot: _ONE_HOT,
@@ -688,6 +859,8 @@ class _HostConversionMode(TorchFunctionMode):
                     # device fill value (`new_tensor(t)`, `full_like(p, t)`)
                     # still counts.
                     origin = _origin_of_inputs(args[1:], kwargs)
+                elif special is _HOOK:
+                    state.hooks_registered = True  # backward passes run Python now
                 elif state.host_side == 0 and _strict_setting.enabled:
                     _check_one_hot(args, kwargs)
             watch_dispatch = _may_hide_host_read(func, args, kwargs)
