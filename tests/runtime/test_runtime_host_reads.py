@@ -469,16 +469,26 @@ def test_python_310_fallback_reports_truth_values_as_if_tests(monkeypatch):
     )
 
 
-def test_provenance_of_step_temporaries_does_not_accumulate():
+def test_provenance_of_step_temporaries_does_not_accumulate(monkeypatch):
     from cslint.cstorch import provenance
 
+    # Sweep early, so that a few steps show it.
+    monkeypatch.setattr(provenance, "_MIN_SWEEP_SIZE", 64)
+    monkeypatch.setattr(provenance, "_sweep_at", 64)
     optimizer = BodyOptimizer(make_params(), tensor_selections)
     run_steps(optimizer, steps=1)
-    after_one_step = len(provenance._registry)
-    assert after_one_step > 0  # params, grads, state and lr stay marked
-    run_steps(optimizer, steps=5)
-    # Marks of dead temporaries go with them: only live tensors stay marked.
-    assert len(provenance._registry) <= after_one_step
+
+    def live() -> int:
+        return sum(1 for ref in provenance._registry.values() if ref() is not None)
+
+    live_after_one_step = live()
+    assert live_after_one_step > 0  # params, grads, state and lr stay marked
+    for _ in range(40):
+        run_steps(optimizer, steps=1)
+        # Marks of dead temporaries are swept: the registry stays within twice
+        # what is alive (or the sweep's minimum).
+        assert len(provenance._registry) <= max(2 * live_after_one_step, 64) + 1
+    assert live() <= live_after_one_step
 
 
 def test_compliance_errors_pickle():

@@ -815,6 +815,7 @@ _SPECIAL_FUNCTIONS: dict[object, str] = {
 }
 
 _strict_setting = strict_mode._setting
+_NO_KEYWORDS: dict = {}  # shared by calls without keywords; never written
 _MethodWrapperType = types.MethodWrapperType
 _GRAD_GETTER = _Tensor.grad.__get__
 
@@ -840,9 +841,34 @@ class _HostConversionMode(TorchFunctionMode):
                     if origin is not None:
                         mark_computed(result, origin.derived())
             return result
-        if kwargs is None:
-            kwargs = {}
-        origin = _origin_of_inputs(args, kwargs)
+        if kwargs:
+            origin = _origin_of_inputs(args, kwargs)
+        else:
+            kwargs = _NO_KEYWORDS
+            # `_origin_of_inputs` for positional arguments, inlined: the common
+            # call of an optimizer loop (`buf.mul_(m)`, `p.sub_(lr * buf)`).
+            origin = None
+            for arg in args:
+                if isinstance(arg, _Tensor):
+                    ref = registry_get(id(arg))
+                    if ref is not None and ref() is arg:
+                        found = ref.origin
+                    elif type(arg) is not _Tensor and isinstance(arg, _Parameter):
+                        found = PARAMETER
+                    else:
+                        continue
+                elif type(arg) is list or type(arg) is tuple:
+                    found = origin_among(arg)
+                elif type(arg) is slice:
+                    found = origin_of_slice(arg)
+                else:
+                    continue
+                if found is not None:
+                    if found.scheduled:
+                        origin = found
+                        break
+                    if origin is None:
+                        origin = found
         state = _state
         watch_dispatch = False
         if origin is not None:
@@ -878,6 +904,12 @@ class _HostConversionMode(TorchFunctionMode):
                 state.dispatch_propagates = outer_propagates
         else:
             result = func(*args, **kwargs)
+        if args and result is args[0]:
+            # An in-place op returns its operand: nothing new to mark, and its
+            # dtype is the operand's own.
+            if origin is not None and kwargs:
+                _mark_outputs(result, args, kwargs, origin)  # `out=` is written too
+            return result
         if isinstance(result, _Tensor):
             if origin is not None:
                 if kwargs:  # `out=` is written too

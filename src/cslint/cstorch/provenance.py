@@ -6,8 +6,8 @@ host cannot read them while the step is being traced. A CPU run cannot tell a
 device value from a host constant by looking at the tensor, so strict mode
 records the origin of each device value here, keyed by tensor identity.
 
-The registry holds weak references only: it never keeps a tensor alive, and an
-entry disappears with its tensor. A tensor attribute would be cheaper to read
+The registry holds weak references only: it never keeps a tensor alive, and the
+entries of dead tensors are swept in bulk once it has doubled in size. A tensor attribute would be cheaper to read
 but would travel into `torch.save` pickles and break `weights_only` loading.
 """
 
@@ -66,33 +66,41 @@ _Tensor = torch.Tensor
 
 
 class _TensorRef(weakref.ref):
-    """A weak reference that remembers its registry key and the origin."""
+    """A weak reference to a device value, with its origin. No callback: a
+    callback per temporary costs more than the op it marks; dead entries are
+    swept in bulk instead (`_inserted`)."""
 
-    __slots__ = ("key", "origin")
-
-    def __new__(cls, tensor, callback, key, origin):
-        self = super().__new__(cls, tensor, callback)
-        self.key = key
-        self.origin = origin
-        return self
-
-    def __init__(self, tensor, callback, key, origin):
-        super().__init__(tensor, callback)
+    __slots__ = ("origin",)
 
 
 # id(tensor) -> _TensorRef. A plain dict keyed by id is several times faster to
-# query than WeakKeyDictionary-style wrappers; the ref check below guards
-# against a dead tensor's id being reused by a new one.
+# query than WeakKeyDictionary-style wrappers; the ref check (`ref() is value`)
+# guards against a dead tensor's id being reused by a new one.
 _registry: dict[int, _TensorRef] = {}
 
 
 # For the guard's hot path, which inlines `origin_of` and `mark_computed`.
 registry_get = _registry.get
 
+# Sweep the dead entries once the registry has doubled since the last sweep.
+_MIN_SWEEP_SIZE = 65536
+_sweep_at = _MIN_SWEEP_SIZE
 
-def _forget(ref: _TensorRef) -> None:
-    if _registry.get(ref.key) is ref:
-        del _registry[ref.key]
+
+def _inserted() -> None:
+    """After an insertion: drop the entries of tensors that died, when due."""
+    global _sweep_at
+    if len(_registry) > _sweep_at:
+        dead = [key for key, ref in _registry.items() if ref() is None]
+        for key in dead:
+            del _registry[key]
+        _sweep_at = max(2 * len(_registry), _MIN_SWEEP_SIZE)
+
+
+def _new_ref(tensor: torch.Tensor, origin: Origin) -> _TensorRef:
+    ref = _TensorRef(tensor)
+    ref.origin = origin
+    return ref
 
 
 def origin_of(value: object) -> Origin | None:
@@ -118,7 +126,8 @@ def mark(tensor: torch.Tensor, origin: Origin) -> None:
     if ref is not None and ref() is tensor:
         if ref.origin.scheduled or not origin.scheduled:
             return
-    _registry[key] = _TensorRef(tensor, _forget, key, origin)
+    _registry[key] = _new_ref(tensor, origin)
+    _inserted()
 
 
 def mark_computed(tensor: torch.Tensor, origin: Origin) -> None:
@@ -134,7 +143,11 @@ def mark_computed(tensor: torch.Tensor, origin: Origin) -> None:
         return
     if type(tensor) is not _Tensor and isinstance(tensor, torch.nn.Parameter):
         return
-    _registry[key] = _TensorRef(tensor, _forget, key, origin)
+    ref = _TensorRef(tensor)
+    ref.origin = origin
+    _registry[key] = ref
+    if len(_registry) > _sweep_at:
+        _inserted()
 
 
 # List versions of origin_of/mark_computed for the `_foreach_*` ops, which
@@ -186,4 +199,7 @@ def mark_computed_among(values, origin: Origin) -> None:
             continue
         if type(value) is not _Tensor and isinstance(value, torch.nn.Parameter):
             continue
-        _registry[key] = _TensorRef(value, _forget, key, origin)
+        ref = _TensorRef(value)
+        ref.origin = origin
+        _registry[key] = ref
+    _inserted()
