@@ -16,6 +16,7 @@ anywhere else (`self.count = 0` in another method, `module.count = 0` in the fil
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Callable, Iterable, Iterator
@@ -130,14 +131,23 @@ def _counting(statement: ast.AST, subject: _Subject) -> str | None:
     return None
 
 
-def _counting_candidates(function: ast.AST) -> Iterator[tuple[ast.stmt, ast.expr]]:
+# A counting statement's text: `+=`, `-=`, a list growing, or `x = x + 1`.
+_COUNTING_TEXT = re.compile(r"[-+]=|\.(?:append|extend|insert)\(|^[ \t]*([\w.]+)[ \t]*=[ \t]*\1[ \t]*[-+]",
+                            re.MULTILINE)
+
+
+def _counting_candidates(function: FunctionInfo) -> Iterator[tuple[ast.stmt, ast.expr]]:
     """Statements of a function that may count something up, with what they count."""
-    for node in _walk_scope(function):
-        if isinstance(node, ast.AugAssign):
+    text = function.source_text
+    if text is not None and _COUNTING_TEXT.search(text) is None:
+        return
+    for node in function.statements:
+        kind = node.__class__
+        if kind is ast.AugAssign:
             yield node, node.target
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+        elif kind is ast.Assign and len(node.targets) == 1:
             yield node, node.targets[0]
-        elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+        elif (kind is ast.Expr and node.value.__class__ is ast.Call
               and isinstance(node.value.func, ast.Attribute)
               and node.value.func.attr in _LIST_GROWTH):
             yield node, node.value.func.value
@@ -307,7 +317,7 @@ def _attribute_counters(module, project, info, traced, finder) -> Iterator[Count
     traced_nodes = {id(method.node) for method in traced}
     for method in traced:
         self_name = method.parameter_names[0]
-        for statement, target in _counting_candidates(method.node):
+        for statement, target in _counting_candidates(method):
             if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
                     and target.value.id == self_name) or target.attr in seen:
                 continue
@@ -323,7 +333,7 @@ def _attribute_counters(module, project, info, traced, finder) -> Iterator[Count
             counter = StepCounter(subject.written, statement, method)
             for reader in traced:
                 reader_subject = _attribute_subject(reader.parameter_names[0], target.attr)
-                counting = {id(node) for node, _ in _counting_candidates(reader.node)
+                counting = {id(node) for node, _ in _counting_candidates(reader)
                             if _counting(node, reader_subject)}
                 yield from finder.decisions(reader, reader_subject, counter, counting)
 
@@ -358,7 +368,8 @@ def _attribute_set_elsewhere(module: ModuleIndex, lineage, attribute: str,
     (the count wraps around, the graph still changes) and a restore from a checkpoint."""
     for info in lineage:
         for name, method in info.methods.items():
-            if name == "__init__" or not method.parameter_names:
+            if (name == "__init__" or not method.parameter_names
+                    or not method.mentions(attribute)):
                 continue
             subject = _attribute_subject(method.parameter_names[0], attribute)
             if id(method.node) in traced:
@@ -366,19 +377,28 @@ def _attribute_set_elsewhere(module: ModuleIndex, lineage, attribute: str,
             elif _restores_state(name):
                 continue
             else:
-                nodes = _walk_scope(method.node)
+                nodes = method.statements
             if _changed_otherwise(nodes, subject):
                 return True
-    any_object = _Subject(f".{attribute}", lambda node: isinstance(node, ast.Attribute)
-                          and node.attr == attribute)
-    outside = [node for node in ast.walk(module.tree)
-               if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Delete, ast.Call))]
-    inside = set()
-    for info in lineage:
-        if info.module is module:
-            inside.update(id(node) for node in ast.walk(info.node))
-    return _changed_otherwise((node for node in outside if id(node) not in inside),
-                              any_object)
+    return _set_on_other_objects(module, lineage, attribute)
+
+
+def _set_on_other_objects(module: ModuleIndex, lineage, attribute: str) -> bool:
+    """Whether a line of the module outside the lineage's classes may set, delete or
+    empty `<anything>.<attribute>` (read from the text: cheaper than walking the tree,
+    and a look-alike only makes the analysis report less)."""
+    lines = module.source_lines
+    if not lines:
+        return True
+    pattern = re.compile(rf"\.{re.escape(attribute)}\b\s*(?:[-+*/%&|^]?=(?!=)|\[|\.(?:clear|pop|remove)\()"
+                         rf"|\bdel\b.*\.{re.escape(attribute)}\b")
+    spans = [(info.node.lineno, info.node.end_lineno or info.node.lineno)
+             for info in lineage if info.module is module]
+    for number, line in enumerate(lines, start=1):
+        if attribute in line and pattern.search(line) and not any(
+                first <= number <= last for first, last in spans):
+            return True
+    return False
 
 
 def _restores_state(method_name: str) -> bool:
@@ -390,16 +410,22 @@ def _name_counters(function: FunctionInfo, enclosing: ast.AST,
                    finder: _DecisionFinder) -> Iterator[CounterDecision]:
     """Counters kept in an enclosing scope: `nonlocal steps; steps += 1`, or
     `seen.append(batch)` on a list of the enclosing function or of the module."""
+    candidates = [(statement, target) for statement, target in _counting_candidates(function)
+                  if isinstance(target, ast.Name)]
+    if not candidates:
+        return
     declared: set[str] = set()
     local: set[str] = set(function.parameter_names)
-    for node in _walk_scope(function.node):
-        if isinstance(node, (ast.Nonlocal, ast.Global)):
+    for node in function.statements:
+        kind = node.__class__
+        if kind is ast.Nonlocal or kind is ast.Global:
             declared.update(node.names)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            local.add(node.id)
+        else:
+            for target in _binding_targets(node):
+                local.update(part.id for part in ast.walk(target) if isinstance(part, ast.Name))
     seen: set[str] = set()
-    for statement, target in _counting_candidates(function.node):
-        if not isinstance(target, ast.Name) or target.id in seen:
+    for statement, target in candidates:
+        if target.id in seen:
             continue
         subject = _name_subject(target.id)
         kind = _counting(statement, subject)
@@ -414,7 +440,7 @@ def _name_counters(function: FunctionInfo, enclosing: ast.AST,
         if not _name_starts_as(enclosing, function.node, target.id, kind):
             continue
         counter = StepCounter(subject.written, statement, function)
-        counting = {id(node) for node, _ in _counting_candidates(function.node)
+        counting = {id(node) for node, _ in _counting_candidates(function)
                     if _counting(node, subject)}
         yield from finder.decisions(function, subject, counter, counting)
 
