@@ -479,7 +479,7 @@ def test_provenance_of_step_temporaries_does_not_accumulate(monkeypatch):
     run_steps(optimizer, steps=1)
 
     def live() -> int:
-        return sum(1 for ref in provenance._registry.values() if ref() is not None)
+        return sum(1 for ref in provenance.registry.values() if ref() is not None)
 
     live_after_one_step = live()
     assert live_after_one_step > 0  # params, grads, state and lr stay marked
@@ -487,7 +487,7 @@ def test_provenance_of_step_temporaries_does_not_accumulate(monkeypatch):
         run_steps(optimizer, steps=1)
         # Marks of dead temporaries are swept: the registry stays within twice
         # what is alive (or the sweep's minimum).
-        assert len(provenance._registry) <= max(2 * live_after_one_step, 64) + 1
+        assert len(provenance.registry) <= max(2 * live_after_one_step, 64) + 1
     assert live() <= live_after_one_step
 
 

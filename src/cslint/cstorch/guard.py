@@ -55,6 +55,9 @@ from cslint.cstorch import strict_mode
 from cslint.cstorch.errors import compliance_error
 from cslint.cstorch.provenance import (
     PARAMETER,
+    TensorRef,
+    inserted,
+    registry,
     Origin,
     mark_computed,
     mark_computed_among,
@@ -889,7 +892,16 @@ class _HostConversionMode(TorchFunctionMode):
                     state.hooks_registered = True  # backward passes run Python now
                 elif state.host_side == 0 and _strict_setting.enabled:
                     _check_one_hot(args, kwargs)
-            watch_dispatch = _may_hide_host_read(func, args, kwargs)
+            # `_may_hide_host_read`'s commonest answer, inlined: two-operand
+            # arithmetic (`buf.mul_(m)`, `lr * g`) reads no number.
+            try:
+                kind = _call_kinds.get(func)
+            except TypeError:
+                kind = None
+            if kind is not None and kind[1] and len(args) == 2 and kwargs is _NO_KEYWORDS:
+                watch_dispatch = False
+            else:
+                watch_dispatch = _may_hide_host_read(func, args, kwargs)
         if watch_dispatch:
             # The dispatch mode names the Python-level op in its messages.
             outer_op = state.current_op
@@ -915,9 +927,17 @@ class _HostConversionMode(TorchFunctionMode):
                 if kwargs:  # `out=` is written too
                     _mark_outputs(result, args, kwargs, origin)
                 else:
-                    ref = registry_get(id(result))
+                    key = id(result)
+                    ref = registry_get(key)
                     if ref is None or ref() is not result:  # in-place ops return marked tensors
-                        mark_computed(result, origin.derived())
+                        if type(result) is _Tensor:
+                            # `mark_computed`, inlined for the commonest result.
+                            ref = TensorRef(result)
+                            ref.origin = origin._derived or origin.derived()
+                            registry[key] = ref
+                            inserted()
+                        else:
+                            mark_computed(result, origin.derived())
             if (
                 result.dtype is _FLOAT64
                 and state.host_side == 0

@@ -26,6 +26,9 @@ __all__ = [
     "origin_among",
     "origin_of_slice",
     "registry_get",
+    "registry",
+    "TensorRef",
+    "inserted",
     "mark_computed_among",
 ]
 
@@ -65,7 +68,7 @@ PARAMETER = Origin("a parameter")
 _Tensor = torch.Tensor
 
 
-class _TensorRef(weakref.ref):
+class TensorRef(weakref.ref):
     """A weak reference to a device value, with its origin. No callback: a
     callback per temporary costs more than the op it marks; dead entries are
     swept in bulk instead (`_inserted`)."""
@@ -73,39 +76,39 @@ class _TensorRef(weakref.ref):
     __slots__ = ("origin",)
 
 
-# id(tensor) -> _TensorRef. A plain dict keyed by id is several times faster to
+# id(tensor) -> TensorRef. A plain dict keyed by id is several times faster to
 # query than WeakKeyDictionary-style wrappers; the ref check (`ref() is value`)
 # guards against a dead tensor's id being reused by a new one.
-_registry: dict[int, _TensorRef] = {}
+registry: dict[int, TensorRef] = {}
 
 
 # For the guard's hot path, which inlines `origin_of` and `mark_computed`.
-registry_get = _registry.get
+registry_get = registry.get
 
 # Sweep the dead entries once the registry has doubled since the last sweep.
 _MIN_SWEEP_SIZE = 65536
 _sweep_at = _MIN_SWEEP_SIZE
 
 
-def _inserted() -> None:
+def inserted() -> None:
     """After an insertion: drop the entries of tensors that died, when due."""
     global _sweep_at
-    if len(_registry) > _sweep_at:
-        dead = [key for key, ref in _registry.items() if ref() is None]
+    if len(registry) > _sweep_at:
+        dead = [key for key, ref in registry.items() if ref() is None]
         for key in dead:
-            del _registry[key]
-        _sweep_at = max(2 * len(_registry), _MIN_SWEEP_SIZE)
+            del registry[key]
+        _sweep_at = max(2 * len(registry), _MIN_SWEEP_SIZE)
 
 
-def _new_ref(tensor: torch.Tensor, origin: Origin) -> _TensorRef:
-    ref = _TensorRef(tensor)
+def _new_ref(tensor: torch.Tensor, origin: Origin) -> TensorRef:
+    ref = TensorRef(tensor)
     ref.origin = origin
     return ref
 
 
 def origin_of(value: object) -> Origin | None:
     """The origin of a device value, or None for host values and non-tensors."""
-    ref = _registry.get(id(value))
+    ref = registry.get(id(value))
     if ref is not None and ref() is value:
         return ref.origin
     # Parameters of any module are device values even when no optimizer or
@@ -122,12 +125,12 @@ def mark(tensor: torch.Tensor, origin: Origin) -> None:
     except that a scheduled origin replaces an unscheduled one.
     """
     key = id(tensor)
-    ref = _registry.get(key)
+    ref = registry.get(key)
     if ref is not None and ref() is tensor:
         if ref.origin.scheduled or not origin.scheduled:
             return
-    _registry[key] = _new_ref(tensor, origin)
-    _inserted()
+    registry[key] = _new_ref(tensor, origin)
+    inserted()
 
 
 def mark_computed(tensor: torch.Tensor, origin: Origin) -> None:
@@ -138,16 +141,15 @@ def mark_computed(tensor: torch.Tensor, origin: Origin) -> None:
     become a scheduled hyperparameter.
     """
     key = id(tensor)
-    ref = _registry.get(key)
+    ref = registry.get(key)
     if ref is not None and ref() is tensor:
         return
     if type(tensor) is not _Tensor and isinstance(tensor, torch.nn.Parameter):
         return
-    ref = _TensorRef(tensor)
+    ref = TensorRef(tensor)
     ref.origin = origin
-    _registry[key] = ref
-    if len(_registry) > _sweep_at:
-        _inserted()
+    registry[key] = ref
+    inserted()
 
 
 # List versions of origin_of/mark_computed for the `_foreach_*` ops, which
@@ -161,7 +163,7 @@ def origin_among(values) -> Origin | None:
     exp_avg states), so the first origin found speaks for the list; stopping
     there keeps `_foreach_*` ops cheap.
     """
-    get = _registry.get
+    get = registry.get
     for value in values:
         if not isinstance(value, _Tensor):
             if type(value) is slice:  # `p[0, :t]`: a bound read on the host
@@ -189,7 +191,7 @@ def origin_of_slice(value: slice) -> Origin | None:
 
 def mark_computed_among(values, origin: Origin) -> None:
     """`mark_computed` for each tensor in `values`."""
-    get = _registry.get
+    get = registry.get
     for value in values:
         if not isinstance(value, _Tensor):
             continue
@@ -199,7 +201,7 @@ def mark_computed_among(values, origin: Origin) -> None:
             continue
         if type(value) is not _Tensor and isinstance(value, torch.nn.Parameter):
             continue
-        ref = _TensorRef(value)
+        ref = TensorRef(value)
         ref.origin = origin
-        _registry[key] = ref
-    _inserted()
+        registry[key] = ref
+    inserted()
