@@ -10,19 +10,21 @@ While a guarded region (an optimizer step, a scheduler closed form, a
   `F.one_hot` without `num_classes` (CS206);
 * a `TorchDispatchMode` is entered only around the calls that can hide a host
   read from the function mode (see `_may_hide_host_read`): a torch function
-  written in Python (its inner ops are invisible to the function mode), a
-  device value of one element passed where a number may be read
-  (`p.add_(g, alpha=t)`, `torch.full((2,), t)`, `p[:t]` all reach
-  `aten._local_scalar_dense`), and the ops whose output shape depends on
-  tensor values (`nonzero`, `x[mask]`, `repeat_interleave`, ...), which it
-  checks at the aten level. Every other op costs the function mode only:
-  entering the dispatch mode for every op made strict mode 4-5x slower on a
-  per-parameter loop of small tensors.
+  written in Python (its inner ops are invisible to the function mode) other
+  than the functionals of one C op (`F.relu`, `F.mse_loss`, ...); a device
+  value of one element passed where one of the op's aten overloads may read a
+  number (`p.add_(g, alpha=t)`, `torch.full((2,), t)`, `p[:t]` all reach
+  `aten._local_scalar_dense`; the schemas say where); the ops whose output
+  shape depends on tensor values (`nonzero`, `x[mask]`, `repeat_interleave`,
+  ...), which it checks at the aten level; and a backward pass whose graph runs
+  Python (a custom `autograd.Function`, hooks). Every other op costs the
+  function mode only: entering the dispatch mode for every op made strict mode
+  4-5x slower on a per-parameter loop of small tensors.
 
 Both propagate provenance: an op with a device-value input produces device
 values (see `provenance`). The function mode marks the results of every op;
 the dispatch mode marks the inner ops of the Python-written torch functions
-it runs under (the autograd engine's included, `Tensor.backward` being one).
+it runs under (the autograd engine's too, in a backward pass it watches).
 Measured on torch 2.13 the two modes leave results bitwise identical, work
 under `no_grad`, and are thread-local.
 
