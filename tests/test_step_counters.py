@@ -115,6 +115,44 @@ REPORTED = {
                 inputs = layer(inputs)
             return inputs
         ''',
+    "a param group's step count in a bias correction and a branch": '''
+        class GroupAdam(cstorch.optim.Optimizer):
+            def __init__(self, params, lr=1e-3, betas=(0.9, 0.999)):
+                super().__init__(params, dict(lr=lr, betas=betas))
+
+            def preinitialize(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        self.state[p]["exp_avg"] = cstorch.zeros_like(p)
+
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    if "step" not in group:
+                        group["step"] = 0
+                    group["step"] += 1
+                    beta1, _ = group["betas"]
+                    bias_correction = 1 - beta1 ** group["step"]
+                    for p in group["params"]:
+                        exp_avg = self.state[p]["exp_avg"]
+                        if group["step"] == 1:  # expect: CS501
+                            exp_avg.copy_(p.grad)
+                        exp_avg.lerp_(p.grad, 1 - beta1)
+                        p.sub_(exp_avg, alpha=group["lr"] / bias_correction)  # expect: CS501
+        ''',
+    "a parameter's step count kept as a Python number in its state": '''
+        class Counted(cstorch.optim.Optimizer):
+            def preinitialize(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        self.state[p]["step"] = 0
+
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        state = self.state[p]
+                        state["step"] += 1
+                        p.mul_(1 - 0.5 ** state["step"])  # expect: CS501
+        ''',
 }
 
 CLEAN = {
@@ -251,6 +289,47 @@ CLEAN = {
                 self.epochs += 1
                 if self.epochs > 3:
                     torch.nn.init.zeros_(torch.empty(3))
+        ''',
+    "a step count kept in a tensor, as torch.optim does": '''
+        class TensorSteps(cstorch.optim.Optimizer):
+            def preinitialize(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        self.state[p]["step"] = torch.tensor(0.0)
+
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        state = self.state[p]
+                        state["step"] += 1
+                        p.mul_(1 - 0.5 ** state["step"])
+        ''',
+    "a group count reset by a method traced code does not run": '''
+        class Restartable(cstorch.optim.Optimizer):
+            def preinitialize(self):
+                pass
+
+            def restart(self):
+                for group in self.param_groups:
+                    group["step"] = 0
+
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    group["step"] += 1
+                    for p in group["params"]:
+                        p.mul_(1 - 0.5 ** group["step"])
+        ''',
+    "a group count started afresh at each step": '''
+        class Fresh(cstorch.optim.Optimizer):
+            def preinitialize(self):
+                pass
+
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    group["seen"] = 0
+                    for p in group["params"]:
+                        group["seen"] += 1
+                        p.mul_(1 - 0.5 ** group["seen"])
         ''',
     "a name rebound in the enclosing scope": '''
         def main(model, batches):

@@ -176,25 +176,42 @@ def _changed_otherwise(nodes: Iterable[ast.AST], subject: _Subject) -> bool:
 
 # ---- where traced code decides with it -----------------------------------------------------
 
-def _reads(node: ast.AST, subject: _Subject, derived: set[str]) -> bool:
-    return any(subject.matches(part) or (isinstance(part, ast.Name) and part.id in derived
-                                         and isinstance(part.ctx, ast.Load))
-               for part in ast.walk(node))
+def _reads(node: ast.AST, subject: _Subject, derived: dict[str, int]) -> bool:
+    return any(subject.matches(part) or _reads_derived(part, derived) for part in ast.walk(node))
 
 
-def _derived_names(function: ast.AST, subject: _Subject, counting: set[int]) -> set[str]:
-    """Local names computed straight from the counter (`scale = beta ** self.steps`).
-    One step only: what is computed from those in turn is mostly tensors, whose ops
-    the first read already puts in the graph."""
-    derived: set[str] = set()
+def _reads_derived(node: ast.AST, derived: dict[str, int]) -> bool:
+    """Whether `node` reads a local name after a line that computed it from the counter."""
+    return (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+            and node.id in derived and node.lineno > derived[node.id])
+
+
+def _derived_names(function: ast.AST, subject: _Subject, counting: set[int]) -> dict[str, int]:
+    """Local names computed straight from the counter (`scale = beta ** self.steps`), with
+    the first line that does so: a read before it sees another value. One step only:
+    what is computed from those in turn is mostly tensors, whose ops the first read
+    already puts in the graph."""
+    derived: dict[str, int] = {}
     for node in _walk_scope(function):
         if (isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
                 and id(node) not in counting and node.value is not None
-                and _reads(node.value, subject, set())):
+                and _reads(node.value, subject, {})):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            derived.update(part.id for target in targets for part in ast.walk(target)
-                           if isinstance(part, ast.Name))
+            for name in (name for target in targets for name in _bound_names(target)):
+                derived[name] = min(derived.get(name, node.lineno), node.lineno)
     return derived
+
+
+def _bound_names(target: ast.AST) -> Iterator[str]:
+    """The names an assignment target binds (`a`, `a, b`): not the containers an item
+    or attribute is stored into (`state["k"] = ...` binds no name)."""
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _bound_names(element)
+    elif isinstance(target, ast.Starred):
+        yield from _bound_names(target.value)
 
 
 def _only_reports(statements: list[ast.stmt]) -> bool:
@@ -245,10 +262,12 @@ class _DecisionFinder:
             return _reads(node, subject, derived)
 
         def decision(node: ast.expr, kind: Decision) -> CounterDecision:
+            while isinstance(node, ast.BoolOp):  # the operand that reads the counter
+                node = next(value for value in node.values if reads(value))
             if any(subject.matches(part) for part in ast.walk(node)):
                 return CounterDecision(node, counter, kind, function)
             through = next(part.id for part in ast.walk(node)
-                           if isinstance(part, ast.Name) and part.id in derived)
+                           if _reads_derived(part, derived))
             return CounterDecision(node, counter, kind, function, through)
 
         reporting: set[int] = set()  # nodes inside calls that only report
@@ -300,6 +319,8 @@ def counter_decisions(module: ModuleIndex, project: ProjectIndex,
         if traced:
             for decision in _attribute_counters(module, project, info, traced, finder):
                 found.setdefault(id(decision.node), decision)
+            for decision in _entry_counters(module, project, info, traced, finder):
+                found.setdefault(id(decision.node), decision)
     scopes: list[tuple[FunctionInfo, ast.AST]] = list(module.nested_functions)
     scopes += [(function, module.tree) for function in module.functions.values()]
     for function, enclosing in scopes:
@@ -338,6 +359,148 @@ def _attribute_counters(module, project, info, traced, finder) -> Iterator[Count
                 yield from finder.decisions(reader, reader_subject, counter, counting)
 
 
+# ---- counters in param groups and optimizer state ---------------------------------------
+
+# Parameter names that hold a param group in a helper of `step` (`_update(self, group)`).
+_GROUP_PARAMETERS = frozenset({"group", "param_group"})
+
+
+def _persistent_dicts(method: FunctionInfo) -> set[str]:
+    """Local names of `method` bound to a dict kept between steps: a param group (`for
+    group in self.param_groups`, a `group` parameter) or a parameter's state (`state =
+    self.state[p]`)."""
+    self_name = method.parameter_names[0]
+    names = set(_GROUP_PARAMETERS & set(method.parameter_names))
+    for node in method.statements:
+        kind = node.__class__
+        if kind is ast.For and isinstance(node.target, ast.Name) and _is_self_attribute(
+                node.iter, self_name, "param_groups"):
+            names.add(node.target.id)
+        elif (kind is ast.Assign and len(node.targets) == 1
+              and isinstance(node.targets[0], ast.Name)
+              and isinstance(node.value, ast.Subscript)
+              and _is_self_attribute(node.value.value, self_name, "state")):
+            names.add(node.targets[0].id)
+    return names
+
+
+def _is_self_attribute(node: ast.AST, self_name: str, attribute: str) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == attribute
+            and isinstance(node.value, ast.Name) and node.value.id == self_name)
+
+
+def _entry_subject(names: set[str], key: str) -> _Subject:
+    def matches(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                and node.value.id in names and isinstance(node.slice, ast.Constant)
+                and node.slice.value == key)
+    return _Subject(key, matches)
+
+
+def _entry_counters(module, project, info, traced, finder) -> Iterator[CounterDecision]:
+    """Counters kept in a param group or a parameter's state: `group["step"] += 1`
+    (started as a number: `group["step"] = 0` under a first-step check)."""
+    lineage = None
+    seen: set[str] = set()
+    traced_nodes = {id(method.node) for method in traced}
+    for method in traced:
+        names = None
+        for statement, target in _counting_candidates(method):
+            if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                    and isinstance(target.slice, ast.Constant)
+                    and isinstance(target.slice.value, str)) or target.slice.value in seen:
+                continue
+            if names is None:
+                names = _persistent_dicts(method)
+            key = target.slice.value
+            subject = _entry_subject(names, key)
+            if _counting(statement, subject) != "number":
+                continue
+            seen.add(key)
+            if lineage is None:
+                ref = project.ref_for_info(info)
+                lineage = [entry.info for entry in project.mro(ref) if entry.info is not None]
+            if not _entry_starts_as_number(module, lineage, key, traced_nodes):
+                continue
+            counter = StepCounter(f"{target.value.id}[{key!r}]", statement, method)
+            for reader in traced:
+                reader_names = names if reader is method else _persistent_dicts(reader)
+                if not reader_names or not reader.mentions(key):
+                    continue
+                reader_subject = _entry_subject(reader_names, key)
+                counting = {id(node) for node, _ in _counting_candidates(reader)
+                            if _counting(node, reader_subject)}
+                yield from finder.decisions(reader, reader_subject, counter, counting)
+
+
+def _entry_starts_as_number(module: ModuleIndex, lineage, key: str,
+                            traced: set[int]) -> bool:
+    """Whether the class's methods set `<dict>[key]` to a number (the first step's
+    `group["step"] = 0`) and to nothing else but by counting: no tensor
+    (`torch.tensor(0.0)`: an in-place count on a tensor is no Python counter), no
+    reset at every call of traced code, in a method traced code does not run, or in
+    the module's other code."""
+    any_dict = _Subject(key, lambda node: isinstance(node, ast.Subscript)
+                        and isinstance(node.slice, ast.Constant) and node.slice.value == key)
+    started = False
+    for info in lineage:
+        for name, method in info.methods.items():
+            if not method.parameter_names or not method.mentions(key):
+                continue
+            for node in method.statements:
+                if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+                    continue
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if not any(any_dict.matches(target) for target in targets):
+                    continue
+                if _counting(node, _entry_subject(_subscript_names(targets), key)):
+                    continue
+                if not _is_number(node.value):
+                    if _restores_state(name):
+                        continue
+                    return False  # a tensor, or a value computed elsewhere
+                if id(method.node) not in traced and name not in _CONSTRUCTORS:
+                    return False  # a reset that may run before each step
+                if id(method.node) in traced and id(node) in _unconditional(method.node):
+                    return False  # started afresh at each call
+                started = True
+    if not started:
+        return False
+    spans = [(info.node.lineno, info.node.end_lineno or info.node.lineno)
+             for info in lineage if info.module is module]
+    pattern = re.compile(rf"\[\s*['\"]{re.escape(key)}['\"]\s*\]\s*=(?!=)")
+    for number, line in enumerate(module.source_lines or (), start=1):
+        if key in line and pattern.search(line) and not any(
+                first <= number <= last for first, last in spans):
+            return False
+    return True
+
+
+# Methods that run once, when the object is made (the optimizer's state included).
+_CONSTRUCTORS = frozenset({"__init__", "preinitialize"})
+
+
+def _unconditional(function: ast.AST) -> set[int]:
+    """The statements a call of `function` always runs (in loops too): not under an
+    `if`, `while`, `match` or exception handler."""
+    found: set[int] = set()
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        found.add(id(node))
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+            stack.extend(node.body)
+        elif isinstance(node, ast.Try):
+            stack.extend(node.body)
+            stack.extend(node.finalbody)
+    return found
+
+
+def _subscript_names(targets) -> set[str]:
+    return {target.value.id for target in targets
+            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)}
+
+
 def _attribute_starts_as(lineage, attribute: str, kind: str) -> bool:
     """Whether the class (or a base in the project) starts the attribute as a number or
     an empty list: in `__init__`, or in the class body."""
@@ -368,12 +531,14 @@ def _attribute_set_elsewhere(module: ModuleIndex, lineage, attribute: str,
     (the count wraps around, the graph still changes) and a restore from a checkpoint."""
     for info in lineage:
         for name, method in info.methods.items():
-            if (name == "__init__" or not method.parameter_names
+            if (name in _CONSTRUCTORS or not method.parameter_names
                     or not method.mentions(attribute)):
                 continue
             subject = _attribute_subject(method.parameter_names[0], attribute)
             if id(method.node) in traced:
-                nodes: Iterable[ast.AST] = method.node.body
+                unconditional = _unconditional(method.node)
+                nodes: Iterable[ast.AST] = [node for node in method.statements
+                                            if id(node) in unconditional]
             elif _restores_state(name):
                 continue
             else:
