@@ -380,3 +380,28 @@ def test_the_message_names_the_counter_its_counting_and_the_fix(tmp_path):
         "an argument of a torch op `p.grad * scale` reads `self.steps` (through `scale`), "
         "a Python counter that traced code changes at every step (`self.steps += 1`, line 14)")
     assert "torch.where" in finding.message
+
+
+def test_a_param_group_tensor_made_in_preinitialize_is_a_device_value(tmp_path):
+    """The compliant form of a group counter: a tensor made where the optimizer is set
+    up. It is no Python counter, and reading it on the host is a host read."""
+    source = HEADER + textwrap.dedent('''\
+        import math
+
+
+        class GroupSteps(cstorch.optim.Optimizer):
+            def preinitialize(self):
+                for group in self.param_groups:
+                    group["step"] = cstorch.zeros(())
+
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    group["step"] += 1
+                    correction = math.sqrt(1 - 0.9 ** group["step"])
+                    for p in group["params"]:
+                        p.mul_(1 - 0.9 ** group["step"])
+                        p.div_(correction)
+        ''')
+    result = lint_source(source, tmp_path, options={"select": ["CS204", "CS501"]})
+    assert [(f.code, f.location.line) for f in result.findings] == [("CS204", 14)]
+    assert "param-group tensor" in result.findings[0].message

@@ -54,6 +54,7 @@ class TensorValueAnalysis:
         self.attributes_of = self.class_attributes.attributes_of
         self.forward_of = self.class_attributes.forward_of
         self.python_state_keys = self.class_attributes.python_state_keys
+        self.group_tensor_keys = self.class_attributes.group_tensor_keys
         self._summaries: dict[tuple, _Summary] = {}
         self._class_dependent: dict[tuple, bool] = {}
         self._class_free_summaries: dict[tuple, _Summary] = {}
@@ -194,6 +195,11 @@ class TensorValueAnalysis:
         """The function being analysed depends on its class (directly or via a callee)."""
         if used and self._class_use:
             self._class_use[-1] = True
+
+    @cached_property
+    def group_keys_anywhere(self) -> frozenset[str]:
+        """Param-group keys any optimizer class of the project makes tensors under."""
+        return self.class_attributes.group_keys_anywhere
 
     @cached_property
     def python_keys_anywhere(self) -> frozenset[str]:

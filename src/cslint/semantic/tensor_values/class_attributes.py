@@ -25,6 +25,8 @@ class ClassAttributes:
         self._own: dict[int, tuple[dict[str, Value], frozenset[str]]] = {}
         self._along_mro: dict[int, tuple[dict[str, Value], frozenset[str]]] = {}
         self._python_keys_cache: dict[int, frozenset[str]] = {}
+        self._group_keys_cache: dict[int, frozenset[str]] = {}
+        self._group_keys_along_mro: dict[int, frozenset[str]] = {}
         self._forwards: dict[int, FunctionInfo | bool] = {}
 
     def _of_class(self, info: ClassInfo, owner: ClassRef
@@ -119,6 +121,40 @@ class ClassAttributes:
                     keys |= _python_valued_keys(method.statements,
                                                 _number_parameters(method.node))
             cached = self._python_keys_cache[id(info)] = frozenset(keys)
+        return cached
+
+    def group_tensor_keys(self, ref: ClassRef | None) -> frozenset[str]:
+        """Param-group keys `ref` (or a class of its MRO) makes tensors under where the
+        optimizer is set up (`group["step"] = cstorch.zeros(())` in `preinitialize`)."""
+        if ref is None:
+            return frozenset()
+        cached = self._group_keys_along_mro.get(id(ref))
+        if cached is None:
+            keys: set[str] = set()
+            for entry in self.project.mro(ref):
+                if entry.info is not None:
+                    keys |= self._group_keys_of_class(entry.info)
+            cached = self._group_keys_along_mro[id(ref)] = frozenset(keys)
+        return cached
+
+    @cached_property
+    def group_keys_anywhere(self) -> frozenset[str]:
+        """Param-group keys any optimizer class of the project makes tensors under."""
+        keys: set[str] = set()
+        for ref in self.project.project_classes:
+            if ref.info is not None and self.project.kinds(ref).optimizer:
+                keys |= self._group_keys_of_class(ref.info)
+        return frozenset(keys)
+
+    def _group_keys_of_class(self, info: ClassInfo) -> frozenset[str]:
+        cached = self._group_keys_cache.get(id(info))
+        if cached is None:
+            keys: set[str] = set()
+            for name in _SETUP_METHODS:
+                method = info.methods.get(name)
+                if method is not None and method.mentions("param_groups"):
+                    keys |= _group_tensor_keys(self.project, info.module, method)
+            cached = self._group_keys_cache[id(info)] = frozenset(keys)
         return cached
 
     def forward_of(self, ref: ClassRef | None) -> FunctionInfo | bool:
@@ -389,3 +425,35 @@ def _self_structure(node: ast.expr) -> Value:
         else:
             return None
     return value
+
+
+# Where an optimizer sets up what its steps use.
+_SETUP_METHODS = ("__init__", "preinitialize")
+# Calls that make a tensor (cstorch's lazy creation ops, torch's factories).
+_TENSOR_FACTORIES = frozenset(
+    f"{package}.{name}"
+    for package in ("torch", "cerebras.pytorch")
+    for name in ("zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "tensor",
+                 "as_tensor", "empty", "empty_like")
+)
+
+
+def _group_tensor_keys(project: ProjectIndex, module: ModuleIndex,
+                       method: FunctionInfo) -> set[str]:
+    """Keys `method` stores a new tensor under in each param group: `group["k"] =
+    cstorch.zeros(())` in a `for group in self.param_groups` loop."""
+    groups = {node.target.id for node in method.statements
+              if node.__class__ is ast.For and node.target.__class__ is ast.Name
+              and dotted_name(node.iter) == "self.param_groups"}
+    keys: set[str] = set()
+    for node in method.statements:
+        if node.__class__ is not ast.Assign or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        if (target.__class__ is ast.Subscript and target.value.__class__ is ast.Name
+                and target.value.id in groups and target.slice.__class__ is ast.Constant
+                and isinstance(target.slice.value, str) and value.__class__ is ast.Call):
+            dotted = dotted_name(value.func)
+            if dotted and project.qualified_name(module, dotted) in _TENSOR_FACTORIES:
+                keys.add(target.slice.value)
+    return keys

@@ -309,6 +309,13 @@ class FunctionWalker(StatementWalker):
                     return Tensor(True, (ChainStep("`{}` is a scheduled hyperparameter (a "
                                                    "tensor on the system)", node),),
                                   scheduled=True)
+                # Only a key some class makes a tensor under makes the answer depend on
+                # the class.
+                if key in self.analysis.group_keys_anywhere:
+                    self.analysis.note_class_use(True)
+                    if key in self.analysis.group_tensor_keys(self.ref):
+                        return Tensor(True, (ChainStep("`{}` is a param-group tensor made "
+                                                       "where the optimizer is set up", node),))
                 return None
             if base.kind == "param_groups":
                 return Marker("group")
