@@ -403,5 +403,5 @@ def test_a_param_group_tensor_made_in_preinitialize_is_a_device_value(tmp_path):
                         p.div_(correction)
         ''')
     result = lint_source(source, tmp_path, options={"select": ["CS204", "CS501"]})
-    assert [(f.code, f.location.line) for f in result.findings] == [("CS204", 14)]
+    assert [(f.code, f.location.line) for f in result.findings] == [("CS204", 15)]
     assert "param-group tensor" in result.findings[0].message
