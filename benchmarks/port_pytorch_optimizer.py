@@ -57,8 +57,13 @@ def _cause(row: dict) -> str:
 def _short(problem: str) -> str:
     """The problem without the option set and the details that differ between classes."""
     problem = re.sub(r" with [^:]*?: ", ": ", problem, count=1)
-    problem = re.sub(r"'[^']*'|`[^`]*`|\d+", "…", problem)
-    return problem[:110]
+    # The class and the temporary folder differ; the file and line of the problem say
+    # where it is (a shared helper of the package, or the class's own file).
+    problem = re.sub(r" in \w+\.(\w+) at \S*?(ported_)?pytorch_optimizer/", r" in <class>.\1 at ",
+                     problem)
+    problem = re.sub(r"\.cslint-port-\w+\.py", "<its file>", problem)
+    problem = re.sub(r"'[^']*'|`[^`]*`|(?<![\w/])\d+(?![\w.])", "…", problem)
+    return problem[:150]
 
 
 def main() -> int:

@@ -172,6 +172,21 @@ def test_verify_finds_a_port_that_strict_mode_stops(tmp_path: Path):
     assert verified["Lion"].strict_clean is False
 
 
+def test_verify_finds_a_port_whose_graph_changes_between_steps(tmp_path: Path):
+    """A step count left a Python number: numbers equal, no host read, but each step
+    records another graph (CS501), which the system does not allow."""
+    from cslint.port.verify import verify_port
+
+    source = FIXTURES / "port" / "group_step.in.py"
+    golden = _golden(source).read_bytes()
+    wrong = golden.replace(b'group["step"] = cstorch.zeros(())', b'group["step"] = 0') \
+        .replace(b'torch.sqrt(1 - beta2', b'math.sqrt(1 - beta2')
+    assert wrong != golden
+    verified = verify_port(str(source), wrong, ["GroupStepAdam"], steps=8)
+    assert verified["GroupStepAdam"].strict_clean is False
+    assert verified["GroupStepAdam"].strict_codes == ("CS501",)
+
+
 def test_the_verify_command_prints_one_json_object_per_class():
     result = subprocess.run([sys.executable, "-m", "cslint", "port", "--verify", "--format",
                              "json", str(FIXTURES / "port" / "sgd.in.py")],

@@ -41,13 +41,18 @@ def scheduled_origin(key) -> Origin:
 
 
 @functools.lru_cache(maxsize=None)
+def group_tensor_origin(key) -> Origin:
+    return Origin(f"the param-group tensor {key!r}")
+
+
+@functools.lru_cache(maxsize=None)
 def _buffer_origin(name) -> Origin:
     return Origin(f"the module buffer {name!r}")
 
 
 def mark_optimizer_values(optimizer: torch.optim.Optimizer, scheduled_keys=("lr",)) -> None:
-    """Mark params, grads, state tensors and the group values under
-    `scheduled_keys` (a cstorch optimizer's `scheduled_keys()`).
+    """Mark params, grads, state tensors and the tensors of the param groups, those
+    under `scheduled_keys` (a cstorch optimizer's `scheduled_keys()`) as scheduled.
 
     Runs before every step: values already marked are skipped without a call
     (`mark` would keep their first origin anyway), and `nn.Parameter`s are
@@ -63,10 +68,12 @@ def mark_optimizer_values(optimizer: torch.optim.Optimizer, scheduled_keys=("lr"
                 ref = registered(id(grad))
                 if ref is None or ref() is not grad:
                     mark(grad, GRADIENT)
-        for key in scheduled_keys:
-            value = group.get(key)
+        for key, value in group.items():
+            # A tensor kept in the group (the lr a scheduler writes, a step count made
+            # in preinitialize) lives on the device like the state.
             if isinstance(value, torch.Tensor):
-                mark(value, scheduled_origin(key))
+                mark(value, scheduled_origin(key) if key in scheduled_keys
+                     else group_tensor_origin(key))
     origins: dict = {}
     for entries in optimizer.state.values():
         if isinstance(entries, dict):

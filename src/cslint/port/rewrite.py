@@ -150,7 +150,8 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
             stateless.append(info.node)
     steps = (lambda: rewriter.import_edits(bool(torch_classes)), rewriter.base_edits,
              rewriter.lazy_state_edits, lambda: rewriter.stateless_edits(stateless),
-             rewriter.expression_edits, lambda: rewriter.sparsify_edits(config))
+             rewriter.group_counter_edits, rewriter.expression_edits,
+             lambda: rewriter.sparsify_edits(config))
     for make in steps:
         edits = make()
         if not edits:
@@ -296,6 +297,52 @@ class _Rewriter:
             edits.append(Edit(at, at, method))
         return edits
 
+    # -- 3b. Python counters in param groups -> tensors made in preinitialize ---------------
+
+    def group_counter_edits(self) -> list[Edit]:
+        """`group["step"] += 1` from `if "step" not in group: group["step"] = 0` (CS501 where
+        the linter sees it): the count becomes a tensor each group gets in preinitialize,
+        counted in place."""
+        alias = _cstorch_name(self.tree)
+        if alias is None:
+            return []
+        # Every one, reported or not: the linter sees a count only where it meets the
+        # graph in the same function; a helper (`self.debias(beta, group["step"])`) hides
+        # it from the linter, not from the system.
+        for owner in (n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)):
+            setup = _methods(owner).get("preinitialize")
+            if setup is None:
+                continue
+            for key, (start, starts) in _group_counters(self, owner).items():
+                edits = self._group_tensor(setup, key, start, alias)
+                if edits is None:
+                    continue
+                for statement, guard in starts:
+                    edits.append(_removal(self, guard if guard.body == [statement]
+                                          else statement))
+                return edits
+        return []
+
+    def _group_tensor(self, setup: ast.FunctionDef, key: ast.expr, start: ast.expr,
+                      alias: str) -> list[Edit] | None:
+        """The loop that makes the count a tensor, at the end of preinitialize."""
+        newline = _newline(self.text)
+        indent = self.indent_of(setup)
+        unit = _unit_indent(self.text, setup, indent)
+        value = f"{alias}.zeros(())" if ast.literal_eval(start) == 0 else \
+            f"{alias}.full((), {self.code(start)})"
+        lines = [f"{indent}{unit}for group in self.param_groups:",
+                 f"{indent}{unit * 2}group[{self.code(key)}] = {value}"]
+        text = newline.join(lines) + newline
+        placeholder = _placeholder_body(setup)
+        if placeholder is not None and placeholder.end_lineno < len(self.source.lines):
+            return [Edit(self.line_start(placeholder.lineno),
+                         self.line_start(placeholder.end_lineno + 1), text)]
+        if setup.end_lineno < len(self.source.lines):
+            at = self.line_start(setup.end_lineno + 1)
+            return [Edit(at, at, text)]
+        return None
+
     # -- 4. tensor math ------------------------------------------------------------------
 
     def expression_edits(self) -> list[Edit]:
@@ -328,8 +375,20 @@ class _Rewriter:
             if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
                     and func.value.id == "math" and func.attr in MATH_TO_TORCH \
                     and (call is node or node in call.args):
+                if func.attr == "pow" and len(call.args) == 2:
+                    # `a ** b` takes Python numbers and tensors alike: a helper that
+                    # callers give either (`debias(beta, step)`) keeps working.
+                    base, exponent = (self._operand(a) for a in call.args)
+                    return Edit(*self.span(call), f"{base} ** {exponent}")
                 return Edit(*self.span(func), f"{self.torch}.{MATH_TO_TORCH[func.attr]}")
         return None
+
+    def _operand(self, node: ast.expr) -> str:
+        """The node's source as an operand of `**` (in parentheses unless atomic)."""
+        atomic = isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) or (
+            isinstance(node, ast.Constant) and not (isinstance(node.value, (int, float))
+                                                    and node.value < 0))
+        return self.code(node) if atomic else f"({self.code(node)})"
 
     def _min_max(self, finding: Finding) -> Edit | None:
         """`max(t, eps)` -> `torch.clamp(t, min=eps)`; between two tensors, torch.maximum."""
@@ -725,25 +784,88 @@ class _LazyStatePlan:
         return sorted(chosen, key=lambda s: (s.lineno, s.col_offset))
 
     def _removal(self, guard: ast.If) -> Edit:
-        """The guard's lines out of step (`pass` where it was its block's only statement)."""
-        r = self.r
-        first, last = guard.lineno, guard.end_lineno
-        # The comments right above it describe it: they go with it.
-        while first > 1 and r.source.line_text(first - 1).strip().startswith("#"):
-            first -= 1
-        # Not two blank lines where it was.
-        if first > 1 and not r.source.line_text(first - 1).strip() \
-                and last < len(r.source.lines) and not r.source.line_text(last + 1).strip():
-            last += 1
-        start = r.line_start(first)
-        end = r.line_start(last + 1) if last < len(r.source.lines) else len(r.text)
-        parent = r.parents[id(guard)]
-        siblings = next(body for body in (getattr(parent, name, None)
-                                          for name in ("body", "orelse", "finalbody"))
-                        if isinstance(body, list) and guard in body)
-        if len(siblings) == 1:
-            return Edit(start, end, f"{r.indent_of(guard)}pass{_newline(r.text)}")
-        return Edit(start, end, "")
+        return _removal(self.r, guard)
+
+
+def _removal(r: _Rewriter, statement: ast.stmt) -> Edit:
+    """The statement's lines out of its method (`pass` where it was its block's only
+    statement), with the comments right above it."""
+    first, last = statement.lineno, statement.end_lineno
+    # The comments right above it describe it: they go with it.
+    while first > 1 and r.source.line_text(first - 1).strip().startswith("#"):
+        first -= 1
+    parent = r.parents[id(statement)]
+    siblings = next(body for body in (getattr(parent, name, None)
+                                      for name in ("body", "orelse", "finalbody"))
+                    if isinstance(body, list) and statement in body)
+    # Not two blank lines where it was, nor a blank line opening its block.
+    opens_block = siblings[0] is statement and len(siblings) > 1
+    if (opens_block or first > 1 and not r.source.line_text(first - 1).strip()) \
+            and last < len(r.source.lines) and not r.source.line_text(last + 1).strip():
+        last += 1
+    start = r.line_start(first)
+    end = r.line_start(last + 1) if last < len(r.source.lines) else len(r.text)
+    if len(siblings) == 1:
+        return Edit(start, end, f"{r.indent_of(statement)}pass{_newline(r.text)}")
+    return Edit(start, end, "")
+
+
+def _group_counters(r: _Rewriter, owner: ast.ClassDef
+                    ) -> dict[ast.expr, tuple[ast.expr, list[tuple[ast.stmt, ast.If]]]]:
+    """The param-group keys `owner` counts in Python: counted up only (`group["k"] +=
+    1`, `group` a `for` over `self.param_groups` or a `group` parameter), started only
+    under `if "k" not in group:` at one number, written nowhere else. By the key's node
+    (its source), the start value and the starting statements with their guards."""
+    found: dict[str, dict] = {}
+    rejected: set[str] = set()
+    for method in _methods(owner).values():
+        parameters = {a.arg for a in method.args.args}
+        for node in ast.walk(method):
+            if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if not (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)
+                        and isinstance(target.slice.value, str)):
+                    continue
+                key = target.slice.value
+                entry = found.setdefault(key, {"node": target.slice, "counts": 0, "starts": []})
+                container = target.value.id if isinstance(target.value, ast.Name) else None
+                if isinstance(node, ast.AugAssign):
+                    loop = next((a for a in r.ancestors(node) if isinstance(a, ast.For)
+                                 and _group_name(a) is not None), None)
+                    in_group = container is not None and (
+                        (loop is not None and _group_name(loop) == container)
+                        or container in parameters and container in ("group", "param_group"))
+                    if isinstance(node.op, ast.Add) and _is_number(node.value) and in_group:
+                        entry["counts"] += 1
+                        continue
+                elif isinstance(node, ast.Assign) and len(targets) == 1 \
+                        and _is_number(node.value) and container is not None:
+                    guard = r.parents.get(id(node))
+                    if isinstance(guard, ast.If) and not guard.orelse \
+                            and node in guard.body and _not_in_test(guard.test, key, container):
+                        entry["starts"].append((node, guard, node.value))
+                        continue
+                rejected.add(key)
+    result = {}
+    for key, entry in found.items():
+        starts = entry["starts"]
+        if key in rejected or not entry["counts"] or not starts:
+            continue
+        values = {ast.literal_eval(value) for _, _, value in starts}
+        if len(values) != 1:
+            continue
+        result[entry["node"]] = (starts[0][2], [(s, g) for s, g, _ in starts])
+    return result
+
+
+def _not_in_test(test: ast.expr, key: str, container: str) -> bool:
+    """`"k" not in group`."""
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.NotIn) and isinstance(test.left, ast.Constant)
+            and test.left.value == key and isinstance(test.comparators[0], ast.Name)
+            and test.comparators[0].id == container)
 
 
 # ---- syntax helpers -------------------------------------------------------------------

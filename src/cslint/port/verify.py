@@ -7,7 +7,9 @@ runtime reference `cslint.cstorch`, whose strict mode is on. For the class's def
 hyperparameters and each of its boolean options flipped, both optimizers run STEPS
 steps on random float32 parameters of shapes 1-D, 2-D and 4-D with the same random
 gradients; the port has a cstorch LR scheduler with a closed form attached, and the
-original gets the same learning rate as a Python float before each step.
+original gets the same learning rate as a Python float before each step. The port's
+step runs as a `cstorch.trace`d step: the graphs of its first calls must not change
+(CS501), as on the system, where the step's Python runs once.
 """
 
 from __future__ import annotations
@@ -229,6 +231,9 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
                 "strict_clean": False, "codes": [getattr(error, "code", "")]}
     except Exception as error:  # noqa: BLE001
         return {"problem": f"the port fails with {what}: {_one_line(error)}"}
+    # Traced, as on the system: its first calls' graphs are compared (CS501), so a Python
+    # counter left in the port stops it like a host read does.
+    step_port = cstorch.trace(ported.step)
     codes: set[str] = set()
     for _ in range(steps):
         grads = [torch.randn(t.shape, generator=generator) for t in start]
@@ -245,7 +250,7 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
             return {"problem": f"the original's step fails with {what}: {_one_line(error)}",
                     "original_failed": True}
         try:
-            ported.step()
+            step_port()
         except compliance_error as error:
             codes.add(getattr(error, "code", "") or "")
             return {"problem": f"strict mode stops the port with {what}: {_one_line(error)}",
