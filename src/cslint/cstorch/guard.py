@@ -850,8 +850,9 @@ class _HostConversionMode(TorchFunctionMode):
             origin = _origin_of_inputs(args, kwargs)
         else:
             kwargs = _NO_KEYWORDS
-            # `_origin_of_inputs` for positional arguments, inlined: the common
-            # call of an optimizer loop (`buf.mul_(m)`, `p.sub_(lr * buf)`).
+            # `_origin_of_inputs` for positional arguments, inlined (keep the two
+            # alike): the common call of an optimizer loop (`buf.mul_(m)`,
+            # `p.sub_(lr * buf)`); the call costs 5% of a per-parameter SGD step.
             origin = None
             for arg in args:
                 if isinstance(arg, _Tensor):

@@ -106,10 +106,14 @@ class ClassAttributes:
     @cached_property
     def python_keys_anywhere(self) -> frozenset[str]:
         """State keys any optimizer class of the project stores Python numbers under."""
+        return self._in_any_optimizer(self._python_keys_of_class)
+
+    def _in_any_optimizer(self, keys_of_class) -> frozenset[str]:
+        """The union of `keys_of_class` over the project's optimizer classes."""
         keys: set[str] = set()
         for ref in self.project.project_classes:
             if ref.info is not None and self.project.kinds(ref).optimizer:
-                keys |= self._python_keys_of_class(ref.info)
+                keys |= keys_of_class(ref.info)
         return frozenset(keys)
 
     def _python_keys_of_class(self, info: ClassInfo) -> frozenset[str]:
@@ -140,11 +144,7 @@ class ClassAttributes:
     @cached_property
     def group_keys_anywhere(self) -> frozenset[str]:
         """Param-group keys any optimizer class of the project makes tensors under."""
-        keys: set[str] = set()
-        for ref in self.project.project_classes:
-            if ref.info is not None and self.project.kinds(ref).optimizer:
-                keys |= self._group_keys_of_class(ref.info)
-        return frozenset(keys)
+        return self._in_any_optimizer(self._group_keys_of_class)
 
     def _group_keys_of_class(self, info: ClassInfo) -> frozenset[str]:
         cached = self._group_keys_cache.get(id(info))
