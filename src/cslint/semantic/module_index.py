@@ -82,7 +82,7 @@ def statements_and_calls(function: ast.AST) -> list[ast.AST]:
         # (`getattr` with a default is slow on nodes without the field: it raises inside.)
         if node.__class__ in _VALUE_STATEMENTS and node.value.__class__ is ast.Call:
             result.append(node.value)
-        blocks = _BLOCK_FIELDS.get(node.__class__)
+        blocks = BLOCK_FIELDS.get(node.__class__)
         if blocks is not None:
             for name in blocks:
                 stack.extend(getattr(node, name))
@@ -93,7 +93,7 @@ def statements_and_calls(function: ast.AST) -> list[ast.AST]:
 _VALUE_STATEMENTS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return})
 
 # The statement lists that compound statements hold (simple statements hold none).
-_BLOCK_FIELDS: dict[type, tuple[str, ...]] = {
+BLOCK_FIELDS: dict[type, tuple[str, ...]] = {
     cls: tuple(f for f in ("body", "orelse", "finalbody", "handlers", "cases")
                if f in cls._fields)
     for cls in (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
@@ -107,17 +107,23 @@ def calls_under(root: ast.AST, not_into: frozenset[type] = frozenset()) -> list[
     """The calls in `root`'s subtree, breadth-first like `ast.walk` (which is several
     times slower: a generator per node); nodes of the classes `not_into` (below the root)
     are left out with their subtrees."""
-    calls: list[ast.Call] = []
+    return [node for node in nodes_under(root, not_into) if node.__class__ is ast.Call]
+
+
+def nodes_under(root: ast.AST, not_into: frozenset[type] = frozenset()) -> list[ast.AST]:
+    """The nodes of `root`'s subtree, the root first, breadth-first like `ast.walk`
+    (several times faster); nodes of the classes `not_into` (below the root) are left
+    out with their subtrees."""
+    found: list[ast.AST] = []
     queue = deque([root])
     pop, extend, append = queue.popleft, queue.extend, queue.append
-    ast_node, call = ast.AST, ast.Call
+    ast_node = ast.AST
     while queue:
         node = pop()
         cls = node.__class__
-        if cls is call:
-            calls.append(node)
-        elif cls in not_into and node is not root:
+        if cls in not_into and node is not root:
             continue
+        found.append(node)
         fields = _NODE_FIELDS.get(cls)
         if fields is None:
             fields = _NODE_FIELDS[cls] = tuple(
@@ -129,7 +135,7 @@ def calls_under(root: ast.AST, not_into: frozenset[type] = frozenset()) -> list[
                 extend([c for c in child if isinstance(c, ast_node)])
             elif isinstance(child, ast_node):
                 append(child)
-    return calls
+    return found
 
 
 # Fields that hold names, operators or contexts, never an expression or statement.
@@ -342,7 +348,7 @@ def _statement_children(node: ast.AST) -> list[ast.AST]:
     if node.__class__ is ast.Module:
         return node.body
     children: list[ast.AST] = []
-    for name in _BLOCK_FIELDS.get(node.__class__, ()):
+    for name in BLOCK_FIELDS.get(node.__class__, ()):
         children.extend(getattr(node, name))
     return children
 
@@ -358,7 +364,7 @@ def _collect(index: ModuleIndex, tree: ast.Module) -> None:
         for child in _statement_children(node):
             kind = child.__class__
             if kind not in _DEFINITIONS:  # most statements: nothing to record or enter
-                if kind in _BLOCK_FIELDS:
+                if kind in BLOCK_FIELDS:
                     # if/try/with/for/match bodies: definitions there bind where the
                     # block is.
                     stack.append((child, prefix, class_name, at_module_level, enclosing))

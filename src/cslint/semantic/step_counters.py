@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable, Iterable, Iterator
 
-from cslint.semantic.module_index import FunctionInfo, ModuleIndex, dotted_name
+from cslint.semantic.module_index import (
+    BLOCK_FIELDS, FunctionInfo, ModuleIndex, dotted_name, nodes_under,
+)
 from cslint.semantic.project import ProjectIndex
 from cslint.semantic.tensor_values import TensorValueAnalysis
 
@@ -55,7 +57,7 @@ class CounterDecision:
     through: str | None = None  # the local name computed from the counter, if read that way
 
 
-_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_NESTED_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
 # Calls in traced code that only report on the host: a branch whose arms only make them
 # records no op.
 _REPORTING_CALLS = frozenset({"print", "warn", "debug", "info", "warning", "error",
@@ -64,14 +66,9 @@ _LIST_GROWTH = frozenset({"append", "extend", "insert"})
 _LIST_SHRINK = frozenset({"clear", "pop", "remove"})
 
 
-def _walk_scope(root: ast.AST) -> Iterator[ast.AST]:
+def _walk_scope(root: ast.AST) -> list[ast.AST]:
     """The nodes of a function's own body (not of functions or classes defined in it)."""
-    stack = list(ast.iter_child_nodes(root))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, _NESTED_SCOPES):
-            stack.extend(ast.iter_child_nodes(node))
+    return nodes_under(root, _NESTED_SCOPES)[1:]
 
 
 def _is_number(node: ast.expr) -> bool:
@@ -90,24 +87,27 @@ def _is_empty_list(node: ast.expr) -> bool:
 # ---- what names the counter ----------------------------------------------------------------
 
 class _Subject:
-    """How a counter is written, as a test on nodes: `self.<attribute>` or a bare name."""
+    """How a counter is written, as a test on nodes (`self.<attribute>`, a bare name,
+    `group["<key>"]`), and the words a line that reads it contains."""
 
-    def __init__(self, written: str, matches: Callable[[ast.AST], bool]):
+    def __init__(self, written: str, matches: Callable[[ast.AST], bool],
+                 words: tuple[str, ...]):
         self.written = written
         self.matches = matches
+        self.words = words
 
 
 def _attribute_subject(self_name: str, attribute: str) -> _Subject:
     def matches(node: ast.AST) -> bool:
         return (isinstance(node, ast.Attribute) and node.attr == attribute
                 and isinstance(node.value, ast.Name) and node.value.id == self_name)
-    return _Subject(f"{self_name}.{attribute}", matches)
+    return _Subject(f"{self_name}.{attribute}", matches, (attribute,))
 
 
 def _name_subject(name: str) -> _Subject:
     def matches(node: ast.AST) -> bool:
         return isinstance(node, ast.Name) and node.id == name
-    return _Subject(name, matches)
+    return _Subject(name, matches, (name,))
 
 
 def _counting(statement: ast.AST, subject: _Subject) -> str | None:
@@ -176,30 +176,82 @@ def _changed_otherwise(nodes: Iterable[ast.AST], subject: _Subject) -> bool:
 
 # ---- where traced code decides with it -----------------------------------------------------
 
-def _reads(node: ast.AST, subject: _Subject, derived: dict[str, int]) -> bool:
-    return any(subject.matches(part) or _reads_derived(part, derived) for part in ast.walk(node))
-
-
 def _reads_derived(node: ast.AST, derived: dict[str, int]) -> bool:
     """Whether `node` reads a local name after a line that computed it from the counter."""
     return (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
             and node.id in derived and node.lineno > derived[node.id])
 
 
-def _derived_names(function: ast.AST, subject: _Subject, counting: set[int]) -> dict[str, int]:
+def _derived_names(nodes: list[ast.AST], hits: list, counting: set[int]) -> dict[str, int]:
     """Local names computed straight from the counter (`scale = beta ** self.steps`), with
     the first line that does so: a read before it sees another value. One step only:
     what is computed from those in turn is mostly tensors, whose ops the first read
-    already puts in the graph."""
+    already puts in the graph. `hits`: the spans of the counter's reads."""
     derived: dict[str, int] = {}
-    for node in _walk_scope(function):
+    for node in nodes:
         if (isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
                 and id(node) not in counting and node.value is not None
-                and _reads(node.value, subject, {})):
+                and _contains_any(_span(node.value), hits)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for name in (name for target in targets for name in _bound_names(target)):
                 derived[name] = min(derived.get(name, node.lineno), node.lineno)
     return derived
+
+
+def _contains_any(span, hits) -> bool:
+    start, end = span
+    return any(start <= hit_start and hit_end <= end for hit_start, hit_end in hits)
+
+
+# The expressions a compound statement holds before its blocks.
+_HEADER_FIELDS = ("test", "iter", "target", "items", "subject", "type")
+
+
+def _nodes_on_lines(function: FunctionInfo, words: tuple[str, ...]) -> list[ast.AST]:
+    """The nodes of the function's own body on the lines holding one of `words`: simple
+    statements whole, compound statements with their headers (the `if` test, the `for`
+    iterable)."""
+    text = function.source_text
+    if text is None:
+        return _walk_scope(function.node)
+    first = function.node.lineno
+    lines = {first + number for number, line in enumerate(text.split("\n"))
+             if any(word in line for word in words)}
+    found: list[ast.AST] = []
+    stack = list(function.node.body)
+    while stack:
+        statement = stack.pop()
+        kind = statement.__class__
+        if kind in _NESTED_SCOPES:
+            continue
+        blocks = BLOCK_FIELDS.get(kind)
+        if blocks is None:
+            if not lines.isdisjoint(range(statement.lineno, statement.end_lineno + 1)):
+                found.extend(nodes_under(statement, _NESTED_SCOPES))
+            continue
+        for name in blocks:
+            stack.extend(getattr(statement, name))
+        headers = [part for field in _HEADER_FIELDS
+                   for part in _as_list(getattr(statement, field, None))]
+        if any(not lines.isdisjoint(range(h.lineno, (h.end_lineno or h.lineno) + 1))
+               for h in headers if hasattr(h, "lineno")):
+            found.append(statement)
+            for header in headers:
+                found.extend(nodes_under(header, _NESTED_SCOPES))
+    return found
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    if isinstance(value, list):  # `with` items
+        return [item.context_expr for item in value if isinstance(item, ast.withitem)]
+    return [value]
+
+
+def _span(node: ast.AST) -> tuple[tuple[int, int], tuple[int, int]]:
+    return ((node.lineno, node.col_offset),
+            (node.end_lineno or node.lineno, node.end_col_offset or node.col_offset))
 
 
 def _bound_names(target: ast.AST) -> Iterator[str]:
@@ -244,6 +296,14 @@ class _DecisionFinder:
     def __init__(self, project: ProjectIndex, module: ModuleIndex):
         self.project = project
         self.module = module
+        self._candidates: dict[int, list[tuple[ast.stmt, ast.expr]]] = {}
+
+    def candidates_of(self, function: FunctionInfo) -> list[tuple[ast.stmt, ast.expr]]:
+        """`_counting_candidates`, once per function for all its counters."""
+        found = self._candidates.get(id(function.node))
+        if found is None:
+            found = self._candidates[id(function.node)] = list(_counting_candidates(function))
+        return found
 
     def _is_torch_op(self, func: ast.expr) -> bool:
         if _in_place_method(func):
@@ -256,23 +316,36 @@ class _DecisionFinder:
 
     def decisions(self, function: FunctionInfo, subject: _Subject, counter: StepCounter,
                   counting: set[int]) -> Iterator[CounterDecision]:
-        derived = _derived_names(function.node, subject, counting)
+        # Only the lines that name the counter (then also those naming a local computed
+        # from it) are walked: the rest of a long step cannot read it.
+        nodes = _nodes_on_lines(function, subject.words)
+        # Where the function reads the counter: an expression reads it when one of these
+        # lies inside it (compared by position: cheaper than walking each expression).
+        direct = [_span(node) for node in nodes if subject.matches(node)]
+        if not direct:
+            return
+        derived = _derived_names(nodes, direct, counting)
+        if derived:
+            nodes = _nodes_on_lines(function, (*subject.words, *derived))
+            hits = direct + [_span(node) for node in nodes if _reads_derived(node, derived)]
+        else:
+            hits = direct
 
         def reads(node: ast.AST) -> bool:
-            return _reads(node, subject, derived)
+            return _contains_any(_span(node), hits)
 
         def decision(node: ast.expr, kind: Decision) -> CounterDecision:
             while isinstance(node, ast.BoolOp):  # the operand that reads the counter
                 node = next(value for value in node.values if reads(value))
-            if any(subject.matches(part) for part in ast.walk(node)):
+            if _contains_any(_span(node), direct):
                 return CounterDecision(node, counter, kind, function)
-            through = next(part.id for part in ast.walk(node)
+            through = next(part.id for part in nodes_under(node)
                            if _reads_derived(part, derived))
             return CounterDecision(node, counter, kind, function, through)
 
         reporting: set[int] = set()  # nodes inside calls that only report
         op_arguments: list[ast.expr] = []
-        for node in _walk_scope(function.node):
+        for node in nodes:
             if id(node) in counting or id(node) in reporting:
                 continue
             kind = node.__class__
@@ -338,7 +411,7 @@ def _attribute_counters(module, project, info, traced, finder) -> Iterator[Count
     traced_nodes = {id(method.node) for method in traced}
     for method in traced:
         self_name = method.parameter_names[0]
-        for statement, target in _counting_candidates(method):
+        for statement, target in finder.candidates_of(method):
             if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
                     and target.value.id == self_name) or target.attr in seen:
                 continue
@@ -353,8 +426,10 @@ def _attribute_counters(module, project, info, traced, finder) -> Iterator[Count
                 continue
             counter = StepCounter(subject.written, statement, method)
             for reader in traced:
+                if not reader.mentions(target.attr):
+                    continue
                 reader_subject = _attribute_subject(reader.parameter_names[0], target.attr)
-                counting = {id(node) for node, _ in _counting_candidates(reader)
+                counting = {id(node) for node, _ in finder.candidates_of(reader)
                             if _counting(node, reader_subject)}
                 yield from finder.decisions(reader, reader_subject, counter, counting)
 
@@ -394,7 +469,7 @@ def _entry_subject(names: set[str], key: str) -> _Subject:
         return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
                 and node.value.id in names and isinstance(node.slice, ast.Constant)
                 and node.slice.value == key)
-    return _Subject(key, matches)
+    return _Subject(key, matches, (f"'{key}'", f'"{key}"'))
 
 
 def _entry_counters(module, project, info, traced, finder) -> Iterator[CounterDecision]:
@@ -405,7 +480,7 @@ def _entry_counters(module, project, info, traced, finder) -> Iterator[CounterDe
     traced_nodes = {id(method.node) for method in traced}
     for method in traced:
         names = None
-        for statement, target in _counting_candidates(method):
+        for statement, target in finder.candidates_of(method):
             if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
                     and isinstance(target.slice, ast.Constant)
                     and isinstance(target.slice.value, str)) or target.slice.value in seen:
@@ -424,11 +499,13 @@ def _entry_counters(module, project, info, traced, finder) -> Iterator[CounterDe
                 continue
             counter = StepCounter(f"{target.value.id}[{key!r}]", statement, method)
             for reader in traced:
+                if not (reader.mentions(f"'{key}'") or reader.mentions(f'"{key}"')):
+                    continue  # reads no `group["key"]`
                 reader_names = names if reader is method else _persistent_dicts(reader)
-                if not reader_names or not reader.mentions(key):
+                if not reader_names:
                     continue
                 reader_subject = _entry_subject(reader_names, key)
-                counting = {id(node) for node, _ in _counting_candidates(reader)
+                counting = {id(node) for node, _ in finder.candidates_of(reader)
                             if _counting(node, reader_subject)}
                 yield from finder.decisions(reader, reader_subject, counter, counting)
 
@@ -441,11 +518,13 @@ def _entry_starts_as_number(module: ModuleIndex, lineage, key: str,
     reset at every call of traced code, in a method traced code does not run, or in
     the module's other code."""
     any_dict = _Subject(key, lambda node: isinstance(node, ast.Subscript)
-                        and isinstance(node.slice, ast.Constant) and node.slice.value == key)
+                        and isinstance(node.slice, ast.Constant) and node.slice.value == key,
+                        (key,))
     started = False
     for info in lineage:
         for name, method in info.methods.items():
-            if not method.parameter_names or not method.mentions(key):
+            if not method.parameter_names or not (
+                    method.mentions(f"'{key}'") or method.mentions(f'"{key}"')):
                 continue
             for node in method.statements:
                 if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
@@ -575,7 +654,7 @@ def _name_counters(function: FunctionInfo, enclosing: ast.AST,
                    finder: _DecisionFinder) -> Iterator[CounterDecision]:
     """Counters kept in an enclosing scope: `nonlocal steps; steps += 1`, or
     `seen.append(batch)` on a list of the enclosing function or of the module."""
-    candidates = [(statement, target) for statement, target in _counting_candidates(function)
+    candidates = [(statement, target) for statement, target in finder.candidates_of(function)
                   if isinstance(target, ast.Name)]
     if not candidates:
         return
@@ -605,7 +684,7 @@ def _name_counters(function: FunctionInfo, enclosing: ast.AST,
         if not _name_starts_as(enclosing, function.node, target.id, kind):
             continue
         counter = StepCounter(subject.written, statement, function)
-        counting = {id(node) for node, _ in _counting_candidates(function)
+        counting = {id(node) for node, _ in finder.candidates_of(function)
                     if _counting(node, subject)}
         yield from finder.decisions(function, subject, counter, counting)
 
