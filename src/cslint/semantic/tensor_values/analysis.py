@@ -15,10 +15,10 @@ from cslint.semantic.tensor_values.facts import (
     TracedFact, fact_kind, fact_order, reading_order, with_chain,
 )
 from cslint.semantic.tensor_values.values import (
-    ArgumentChain, Value, argument_chains, filled, filled_chain, holds_placeholder,
-    value_signature, with_argument_placeholders, without_class,
+    DEVICE, ArgumentChain, ChainStep, Tensor, Value, argument_chains, filled, filled_chain,
+    holds_placeholder, value_signature, with_argument_placeholders, without_class,
 )
-from cslint.semantic.tensor_values.walker import FunctionWalker
+from cslint.semantic.tensor_values.walker import GROUP_TENSOR, FunctionWalker
 
 MAX_CALL_DEPTH = 24
 
@@ -78,6 +78,27 @@ class TensorValueAnalysis:
                 arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)
                 if arg.annotation is not None and declares_non_tensor(arg.annotation))
         return found
+
+    def _declared(self, function: FunctionInfo, bindings: tuple) -> tuple:
+        """`bindings` with no tensor in a parameter declared `int`, `float`, ..., whatever
+        a call site seems to pass (a joined function value, a misread starred call),
+        except a scheduled hyperparameter (`lr: float` is exactly the mistake CS205 is
+        for), a param-group tensor the class makes (`debias(beta, step: int)` given
+        `group["step"]`: an exact source) and a device (`device: torch.device`). Read
+        here, before the arguments' chains become placeholders."""
+        annotated = None  # read only when a value is passed
+        result = list(bindings)
+        for index, (name, value) in enumerate(zip(function.parameter_names, bindings)):
+            if value is None or value is DEVICE or (
+                    value.__class__ is Tensor and (value.scheduled or _from_group_tensor(value))):
+                continue
+            if annotated is None:
+                annotated = self.non_tensor_parameters(function)
+                if not annotated:
+                    return bindings
+            if name in annotated:
+                result[index] = None
+        return tuple(result) if annotated else bindings
 
     def walked(self, function: FunctionInfo) -> bool:
         """Whether traced code runs `function`: the analysis walked it from an entry point."""
@@ -140,6 +161,7 @@ class TensorValueAnalysis:
         """Analyse `function` under these argument values; its return value."""
         if self.is_host_function(function):
             return None  # step closures run on the host with real values
+        bindings = self._declared(function, bindings)
         signature = tuple(value_signature(b) for b in bindings)
         closure_id = id(closure) if closure else None
         key = (id(function), id(ref), signature, closure_id)
@@ -205,3 +227,9 @@ class TensorValueAnalysis:
     def python_keys_anywhere(self) -> frozenset[str]:
         """State keys any optimizer class of the project stores Python numbers under."""
         return self.class_attributes.python_keys_anywhere
+
+
+def _from_group_tensor(value: Tensor) -> bool:
+    """Whether the value's chain starts at a param-group tensor the class makes."""
+    return any(step.__class__ is ChainStep and step.template is GROUP_TENSOR
+               for step in value.why)

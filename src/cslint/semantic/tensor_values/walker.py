@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from cslint.semantic.tensor_values.analysis import TensorValueAnalysis
 
 
+# The source of a param-group tensor the optimizer makes where it is set up.
+GROUP_TENSOR = "`{}` is a param-group tensor made where the optimizer is set up"
+
+
 class FunctionWalker(StatementWalker):
     """One function under one set of argument values."""
 
@@ -36,18 +40,9 @@ class FunctionWalker(StatementWalker):
         self.ref = ref
         self.env: dict[str, Value] = dict(closure or {})
         names = function.parameter_names
-        annotated = None  # read only when a value is passed
+        # (Parameters declared `int`, `float`, ... were given no tensor by
+        # `TensorValueAnalysis.summary`.)
         for name, value in zip(names, bindings):
-            # A parameter declared `int`, `float`, ... holds no tensor, whatever a call
-            # site seems to pass (a joined function value, a misread starred call), except
-            # a scheduled hyperparameter (`lr: float` is exactly the mistake CS205 is for)
-            # and a device (`device: torch.device`).
-            if value is not None and value is not DEVICE and not (
-                    isinstance(value, Tensor) and value.scheduled):
-                if annotated is None:
-                    annotated = analysis.non_tensor_parameters(function)
-                if name in annotated:
-                    value = None
             self.env[name] = value
         # Keyword-only parameters follow the positional ones in `bindings`.
         kwonly = [a.arg for a in function.node.args.kwonlyargs]
@@ -314,8 +309,7 @@ class FunctionWalker(StatementWalker):
                 if key in self.analysis.group_keys_anywhere:
                     self.analysis.note_class_use(True)
                     if key in self.analysis.group_tensor_keys(self.ref):
-                        return Tensor(True, (ChainStep("`{}` is a param-group tensor made "
-                                                       "where the optimizer is set up", node),))
+                        return Tensor(True, (ChainStep(GROUP_TENSOR, node),))
                 return None
             if base.kind == "param_groups":
                 return Marker("group")
