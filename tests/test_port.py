@@ -289,3 +289,58 @@ def test_the_bundled_example_ports_into_its_placeholder_preinitialize(tmp_path: 
     assert second.exit_code == 0 and second.stdout == ""
     checked = CliRunner().invoke(main, ["check", "--no-cache", str(path)])
     assert checked.exit_code == 0, checked.output
+
+
+SHARED_HELPER = '''\
+import math
+
+from torch.optim import Optimizer
+
+
+class Base(Optimizer):
+    @staticmethod
+    def debias(beta: float, step: int) -> float:
+        return 1.0 - math.pow(beta, step)
+'''
+
+HELPED_OPTIMIZER = '''\
+import torch
+
+from pkg.base import Base
+
+
+class Decayed(Base):
+    def __init__(self, params, lr=0.1, beta=0.9):
+        super().__init__(params, dict(lr=lr, beta=beta))
+
+    def init_group(self, group):
+        if "step" not in group:
+            group["step"] = 0
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            self.init_group(group)
+            group["step"] += 1
+            correction = self.debias(group["beta"], group["step"])
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.sub_(group["lr"] * correction * p.grad)
+'''
+
+
+def test_a_shared_helper_is_ported_for_what_its_ported_callers_pass(tmp_path: Path):
+    """The helper's file alone has nothing to port: its callers pass Python numbers.
+    Once their step count is a tensor, `math.pow` of it reads it on the host; each file
+    is ported seeing the others' ports, so the helper becomes `beta ** step`."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "base.py").write_text(SHARED_HELPER)
+    (package / "decayed.py").write_text(HELPED_OPTIMIZER)
+    result = CliRunner().invoke(main, ["port", "--write", str(package)])
+    assert "1.0 - beta ** step" in (package / "base.py").read_text(), result.output
+    assert 'group["step"] = cstorch.zeros(())' in (package / "decayed.py").read_text()
+    ported = {path.name: path.read_bytes() for path in package.iterdir()}
+    again = CliRunner().invoke(main, ["port", "--write", str(package)])
+    assert {path.name: path.read_bytes() for path in package.iterdir()} == ported, again.output

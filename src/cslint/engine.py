@@ -106,7 +106,8 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
          project_root: Path | None = None, *, apply_noqa: bool = True,
          fingerprints: bool = False, cache: CacheOptions | None = None,
          progress: Callable[[str, int, int], None] | None = None, jobs: int = 1,
-         replaced: dict[str, bytes] | None = None) -> LintResult:
+         replaced: dict[str, bytes] | None = None,
+         unsaved: dict[Path, bytes] | None = None) -> LintResult:
     """Check `paths` (and stdin, given as (display name, bytes)) under `config`.
     `project_root` overrides the folder searched for context (tests pin it).
     `apply_noqa=False` keeps the findings that `# noqa` comments suppress, for a caller
@@ -118,7 +119,8 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
     run goes (`cslint.progress`). `jobs` > 1 shares the per-file checks among that many
     processes (`cslint.parallel`); the output is the same for any number.
     `replaced` gives the content of checked files (by display path) in place of what is
-    on disk: the fixed code, checked again before (or without) writing it."""
+    on disk: the fixed code, checked again before (or without) writing it; `unsaved`
+    that of the project's other files (by absolute path), read for context."""
     # Package folders and module names are memoised within a run; a process that lints
     # again (the language server, flake8) must see an `__init__.py` created meanwhile.
     is_package_folder.cache_clear()
@@ -133,7 +135,7 @@ def lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None = Non
     gc.disable()
     try:
         return _lint(paths, config, stdin, project_root, collecting, apply_noqa, fingerprints,
-                     cache, progress, jobs, replaced or {})
+                     cache, progress, jobs, replaced or {}, unsaved or {})
     finally:
         gc.unfreeze()
         gc.set_threshold(*thresholds)
@@ -154,17 +156,18 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
           project_root: Path | None, collecting: bool, apply_noqa: bool,
           fingerprints: bool, cache: CacheOptions | None,
           progress: Callable[[str, int, int], None] | None, jobs: int,
-          replaced: dict[str, bytes]) -> LintResult:
+          replaced: dict[str, bytes], unsaved: dict[Path, bytes]) -> LintResult:
     result = LintResult()
     exclude = ExcludeMatcher(config.exclude, config.base_dir)
     targets = collect_targets(paths, exclude, result, config.force_exclude)
-    files = project_files_for(targets, stdin, exclude, project_root, config.max_file_size)
+    files = project_files_for(targets, stdin, exclude, project_root, config.max_file_size,
+                              unsaved)
     rules = select_rules(config)
     result.rules = rules
     result.project_root = files.root
     run = _Run(config, rules, apply_noqa, fingerprints, collecting, progress=progress,
                jobs=jobs, replaced=replaced)
-    if cache is None or stdin is not None or files.root is None or replaced:
+    if cache is None or stdin is not None or files.root is None or replaced or unsaved:
         run.check(result, targets, stdin, files)
     else:
         from cslint.cached_run import check_with_cache

@@ -48,9 +48,13 @@ class ProjectFiles:
     A file that cannot be read (not a regular file, over `max_size` bytes, unreadable)
     or parsed is left out silently: it is reported when it is itself checked."""
 
-    def __init__(self, files: list[Path], max_size: int, root: Path | None = None):
+    def __init__(self, files: list[Path], max_size: int, root: Path | None = None,
+                 unsaved: dict[Path, bytes] | None = None):
         self.root = root  # the project's folder (None without inputs)
         self.max_size = max_size
+        # Contents to use instead of what is on disk, by absolute path (`cslint port`
+        # sees each file with the other files' ports).
+        self.unsaved = unsaved or {}
         self.by_module: dict[str, list[Path]] = {}
         for path in files:
             self.by_module.setdefault(module_name_for(path)[0], []).append(path)
@@ -58,6 +62,8 @@ class ProjectFiles:
 
     def _read(self, path: Path, raw: bytes | None = None) -> ModuleIndex | None:
         self.pending.discard(path)
+        if raw is None and self.unsaved:
+            raw = self.unsaved.get(path.absolute())
         try:
             return load_file(path, str(path), self.max_size, raw).module
         except InputError:
@@ -90,7 +96,9 @@ class ProjectFiles:
                 words = words_of.get(path)
                 if words is None:
                     try:
-                        text = read_regular_file(path, str(path), self.max_size)
+                        text = self.unsaved.get(path.absolute()) if self.unsaved else None
+                        if text is None:
+                            text = read_regular_file(path, str(path), self.max_size)
                     except InputError:
                         self.pending.discard(path)
                         continue
@@ -130,7 +138,8 @@ def _leading_to(module: ModuleIndex, names: set[str]) -> set[str]:
 
 
 def project_files_for(targets: list[Target], stdin, exclude: ExcludeMatcher,
-                      root: Path | None, max_size: int) -> ProjectFiles:
+                      root: Path | None, max_size: int,
+                      unsaved: dict[Path, bytes] | None = None) -> ProjectFiles:
     anchors = [t.path for t in targets]
     if stdin is not None:
         anchors.append(Path(stdin[0]).absolute())
@@ -149,4 +158,5 @@ def project_files_for(targets: list[Target], stdin, exclude: ExcludeMatcher,
     if others:
         real_anchors = {resolved(a) for a in anchors}
         others = [p for p in others if resolved(p) not in real_anchors]
-    return ProjectFiles(others, max_size, resolved(root) if root is not None else None)
+    return ProjectFiles(others, max_size, resolved(root) if root is not None else None,
+                        unsaved)

@@ -80,16 +80,37 @@ def python_files(paths: list[str], problems: list[str]) -> list[str]:
     return files
 
 
+# Passes over the files at most, each seeing the others' ports of the pass before.
+MAX_PASSES = 4
+
+
 def run_port(paths: list[str], config: Config, *, write: bool, verify: bool,
              runtime_reference: bool) -> PortRun:
     run = PortRun()
-    for path in python_files(paths, run.problems):
-        try:
-            ported = port_file(path, config, runtime_reference)
-        except PortError as error:
-            run.problems.append(str(error))
-            continue
-        run.ported.append(ported)
+    files = python_files(paths, run.problems)
+    # Each file is ported from its original, seeing the other files' ports of the pass
+    # before, until no port changes: a helper's file is ported for what its callers
+    # pass once they are ported (a step count made a tensor reaches `math.pow` in a
+    # shared `debias`).
+    ports: dict[str, PortedFile] = {}
+    for _ in range(MAX_PASSES):
+        others = {Path(file.path).absolute(): file.ported for file in ports.values()
+                  if file.changed}
+        changed = False
+        for path in list(files):
+            context = {p: code for p, code in others.items() if p != Path(path).absolute()}
+            try:
+                ported = port_file(path, config, runtime_reference, context)
+            except PortError as error:
+                run.problems.append(str(error))
+                files.remove(path)
+                continue
+            before = ports.get(path)
+            changed = changed or before is None or before.ported != ported.ported
+            ports[path] = ported
+        if not changed or len(files) < 2:
+            break
+    run.ported = [ports[path] for path in files]
     # Verified before anything is written: the original is still at its path.
     verified = [{} for _ in run.ported]
     if verify:

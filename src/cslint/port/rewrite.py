@@ -90,11 +90,13 @@ class PortedFile:
         return self.ported != self.original
 
 
-def port_file(path: str, config: Config, runtime_reference: bool = False) -> PortedFile:
-    """The port of the file at `path` (nothing is written). Raises PortError when the
-    file cannot be read or parsed."""
+def port_file(path: str, config: Config, runtime_reference: bool = False,
+              others: dict[Path, bytes] | None = None) -> PortedFile:
+    """The port of the file at `path` (nothing is written), the project's other files
+    read as `others` gives them (their ports, by absolute path). Raises PortError when
+    the file cannot be read or parsed."""
     shown = display_path(Path(path), path)
-    linted = lint([path], config)
+    linted = lint([path], config, unsaved=others)
     if shown not in linted.sources:
         problem = next((e.render() for e in linted.errors), f"{shown}: cannot be read")
         raise PortError(problem)
@@ -104,7 +106,7 @@ def port_file(path: str, config: Config, runtime_reference: bool = False) -> Por
         new = _round(linted, shown, statement, config)
         if new is None:
             break
-        again = lint([path], config, replaced={shown: new})
+        again = lint([path], config, replaced={shown: new}, unsaved=others)
         if shown not in again.sources or again.errors:
             break  # (does not happen: each round's code parses) keep the last good code
         linted = again
@@ -303,9 +305,7 @@ class _Rewriter:
         """`group["step"] += 1` from `if "step" not in group: group["step"] = 0` (CS501 where
         the linter sees it): the count becomes a tensor each group gets in preinitialize,
         counted in place."""
-        alias = _cstorch_name(self.tree)
-        if alias is None:
-            return []
+        alias = _cstorch_name(self.tree) or "cstorch"
         # Every one, reported or not: the linter sees a count only where it meets the
         # graph in the same function; a helper (`self.debias(beta, group["step"])`) hides
         # it from the linter, not from the system.
@@ -317,6 +317,11 @@ class _Rewriter:
                 edits = self._group_tensor(setup, key, start, alias)
                 if edits is None:
                     continue
+                if _cstorch_name(self.tree) is None:  # a subclass of a base ported elsewhere
+                    imported = cstorch_import_edit(self.source, self.tree, self.statement)
+                    if imported is None:
+                        continue
+                    edits.append(imported)
                 for statement, guard in starts:
                     edits.append(_removal(self, guard if guard.body == [statement]
                                           else statement))
@@ -346,13 +351,13 @@ class _Rewriter:
     # -- 4. tensor math ------------------------------------------------------------------
 
     def expression_edits(self) -> list[Edit]:
-        if self.torch is None:
-            return []
         candidates: list[Edit] = []
         for finding in self.coded("CS204"):
             edit = self._math_call(finding)
             if edit is not None:
                 candidates.append(edit)
+        if self.torch is None:  # only `math.pow` -> `**` needs no torch
+            return candidates
         for finding in self.coded("CS203"):
             edit = self._min_max(finding) or self._conditional(finding)
             if edit is not None:
@@ -380,6 +385,8 @@ class _Rewriter:
                     # callers give either (`debias(beta, step)`) keeps working.
                     base, exponent = (self._operand(a) for a in call.args)
                     return Edit(*self.span(call), f"{base} ** {exponent}")
+                if self.torch is None:
+                    return None
                 return Edit(*self.span(func), f"{self.torch}.{MATH_TO_TORCH[func.attr]}")
         return None
 

@@ -83,6 +83,9 @@ class TensorDependentExpression(_TracedRule):
 @register
 class TensorMaterialized(_TracedRule):
     code = "CS204"
+    fix_safety = FixSafety.UNSAFE
+    fix_example = ("a tensor passed as `alpha=`/`value=`: `p.add_(g, alpha=t)` becomes "
+                   "`p.add_(t * g)`; the floating-point order changes")
 
     def findings(self, context, fact):
         if type(fact) is HostRead:
@@ -90,7 +93,10 @@ class TensorMaterialized(_TracedRule):
                 f"{fact.reader} reads a tensor value on the host: "
                 f"{_is_device_tensor(fact.subject, fact.chain)}; {advice.HOST_READ}"))
         elif type(fact) is ScalarArgument and not fact.scheduled:
-            yield context.finding(self, fact.node, scalar_message(fact))
+            # `p.add_(g, alpha=t)` -> `p.add_(t * g)`, as for the lr (CS205).
+            fix = scale_first_argument_fix(fact.method, fact.keyword) \
+                if fact.method is not None else None
+            yield context.finding(self, fact.node, scalar_message(fact), fix)
 
 
 @register
