@@ -146,9 +146,7 @@ def mark_computed(tensor: torch.Tensor, origin: Origin) -> None:
         return
     if type(tensor) is not _Tensor and isinstance(tensor, torch.nn.Parameter):
         return
-    ref = TensorRef(tensor)
-    ref.origin = origin
-    registry[key] = ref
+    registry[key] = _new_ref(tensor, origin)
     inserted()
 
 
@@ -201,7 +199,5 @@ def mark_computed_among(values, origin: Origin) -> None:
             continue
         if type(value) is not _Tensor and isinstance(value, torch.nn.Parameter):
             continue
-        ref = TensorRef(value)
-        ref.origin = origin
-        registry[key] = ref
+        registry[key] = _new_ref(value, origin)
     inserted()

@@ -545,14 +545,8 @@ def _entry_starts_as_number(module: ModuleIndex, lineage, key: str,
                 started = True
     if not started:
         return False
-    spans = [(info.node.lineno, info.node.end_lineno or info.node.lineno)
-             for info in lineage if info.module is module]
-    pattern = re.compile(rf"\[\s*['\"]{re.escape(key)}['\"]\s*\]\s*=(?!=)")
-    for number, line in enumerate(module.source_lines or (), start=1):
-        if key in line and pattern.search(line) and not any(
-                first <= number <= last for first, last in spans):
-            return False
-    return True
+    return not _written_outside(module, lineage, key, re.compile(
+        rf"\[\s*['\"]{re.escape(key)}['\"]\s*\]\s*=(?!=)"))
 
 
 # Methods that run once, when the object is made (the optimizer's state included).
@@ -629,20 +623,24 @@ def _attribute_set_elsewhere(module: ModuleIndex, lineage, attribute: str,
 
 def _set_on_other_objects(module: ModuleIndex, lineage, attribute: str) -> bool:
     """Whether a line of the module outside the lineage's classes may set, delete or
-    empty `<anything>.<attribute>` (read from the text: cheaper than walking the tree,
-    and a look-alike only makes the analysis report less)."""
+    empty `<anything>.<attribute>`."""
+    return _written_outside(module, lineage, attribute, re.compile(
+        rf"\.{re.escape(attribute)}\b\s*(?:[-+*/%&|^]?=(?!=)|\[|\.(?:clear|pop|remove)\()"
+        rf"|\bdel\b.*\.{re.escape(attribute)}\b"))
+
+
+def _written_outside(module: ModuleIndex, lineage, word: str, pattern: re.Pattern) -> bool:
+    """Whether a line of the module outside the lineage's classes holds `word` and
+    matches `pattern` (a write): read from the text, cheaper than walking the tree, and
+    a look-alike only makes the analysis report less. Without the text: assume so."""
     lines = module.source_lines
     if not lines:
         return True
-    pattern = re.compile(rf"\.{re.escape(attribute)}\b\s*(?:[-+*/%&|^]?=(?!=)|\[|\.(?:clear|pop|remove)\()"
-                         rf"|\bdel\b.*\.{re.escape(attribute)}\b")
     spans = [(info.node.lineno, info.node.end_lineno or info.node.lineno)
              for info in lineage if info.module is module]
-    for number, line in enumerate(lines, start=1):
-        if attribute in line and pattern.search(line) and not any(
-                first <= number <= last for first, last in spans):
-            return True
-    return False
+    return any(word in line and pattern.search(line)
+               and not any(first <= number <= last for first, last in spans)
+               for number, line in enumerate(lines, start=1))
 
 
 def _restores_state(method_name: str) -> bool:
