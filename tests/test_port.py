@@ -304,6 +304,8 @@ class Base(Optimizer):
 '''
 
 HELPED_OPTIMIZER = '''\
+import math
+
 import torch
 
 from pkg.base import Base
@@ -323,16 +325,18 @@ class Decayed(Base):
             self.init_group(group)
             group["step"] += 1
             correction = self.debias(group["beta"], group["step"])
+            scale = math.sqrt(self.debias(group["beta"], group["step"]))
             for p in group["params"]:
                 if p.grad is not None:
-                    p.sub_(group["lr"] * correction * p.grad)
+                    p.sub_(group["lr"] * correction / scale * p.grad)
 '''
 
 
 def test_a_shared_helper_is_ported_for_what_its_ported_callers_pass(tmp_path: Path):
     """The helper's file alone has nothing to port: its callers pass Python numbers.
     Once their step count is a tensor, `math.pow` of it reads it on the host; each file
-    is ported seeing the others' ports, so the helper becomes `beta ** step`."""
+    is ported seeing the others' ports, so the helper becomes `beta ** step`, and
+    `math.sqrt` of what it returns (a finding at the helper call) `torch.sqrt`."""
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -341,6 +345,8 @@ def test_a_shared_helper_is_ported_for_what_its_ported_callers_pass(tmp_path: Pa
     result = CliRunner().invoke(main, ["port", "--write", str(package)])
     assert "1.0 - beta ** step" in (package / "base.py").read_text(), result.output
     assert 'group["step"] = cstorch.zeros(())' in (package / "decayed.py").read_text()
+    assert 'torch.sqrt(self.debias(group["beta"], group["step"]))' in \
+        (package / "decayed.py").read_text(), result.output
     ported = {path.name: path.read_bytes() for path in package.iterdir()}
     again = CliRunner().invoke(main, ["port", "--write", str(package)])
     assert {path.name: path.read_bytes() for path in package.iterdir()} == ported, again.output

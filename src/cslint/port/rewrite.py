@@ -372,9 +372,12 @@ class _Rewriter:
     def _math_call(self, finding: Finding) -> Edit | None:
         """`math.sqrt(t)` of a tensor (the finding spans the call or its argument)."""
         nodes = self.by_location.get(finding.location, ())
-        for node in nodes:
-            call = node if isinstance(node, ast.Call) else self.parents.get(id(node))
-            if not isinstance(call, ast.Call) or call.keywords:
+        # The finding spans the `math` call itself, or its argument (which may be a
+        # call of its own: `math.sqrt(self.debias(beta, step))`).
+        pairs = [(node, call) for node in nodes
+                 for call in (node, self.parents.get(id(node))) if isinstance(call, ast.Call)]
+        for node, call in pairs:
+            if call.keywords:
                 continue
             func = call.func
             if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
