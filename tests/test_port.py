@@ -350,3 +350,73 @@ def test_a_shared_helper_is_ported_for_what_its_ported_callers_pass(tmp_path: Pa
     ported = {path.name: path.read_bytes() for path in package.iterdir()}
     again = CliRunner().invoke(main, ["port", "--write", str(package)])
     assert {path.name: path.read_bytes() for path in package.iterdir()} == ported, again.output
+
+
+SELECTIONS_LEFT_ALONE = '''\
+import torch
+import cerebras.pytorch as cstorch
+
+
+class Picky(cstorch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    def preinitialize(self):
+        for p in self._params():
+            self.state[p]["a"] = cstorch.zeros_like(p)
+            self.state[p]["b"] = cstorch.zeros_like(p)
+
+    def _params(self):
+        return [p for group in self.param_groups for p in group["params"]]
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                norm = p.grad.norm()
+                if norm > 1:  # an alias: updated in place below
+                    buffer = state["a"]
+                else:
+                    buffer = state["b"]
+                buffer.add_(p.grad)
+                if norm > 2:
+                    scale = p.grad.mul_(2).sum()
+                else:
+                    scale = norm * 1.0
+                if norm > 3:
+                    # clipped
+                    shrink = norm * 0.5
+                else:
+                    shrink = norm * 1.0
+                if norm > 4:
+                    shrink = norm * 0.25
+                if norm > 5:  # an in-place op in an argument
+                    p.add_(p.grad.mul_(2))
+                else:
+                    p.sub_(p.grad)
+                p.sub_(group["lr"] * scale * shrink * buffer)
+'''
+
+
+def test_a_tensor_if_that_is_not_a_pure_selection_of_one_value_stays(tmp_path: Path):
+    """The statement `if` becomes torch.where only where both values are computed afresh
+    and free of side effects, with an `else`, and no comment inside: an alias of state
+    (updated in place later), an in-place op, a comment, a missing `else` all stay; so
+    does a choice between in-place additions whose argument is changed in place."""
+    path = tmp_path / "picky.py"
+    path.write_text(SELECTIONS_LEFT_ALONE)
+    ported = port_file(str(path), Config())
+    assert ported.ported == path.read_bytes()
+    assert sorted(f.location.line for f in ported.findings if f.code == "CS201") == \
+        [23, 28, 32, 37, 39]
+
+
+def test_a_tensor_if_choosing_one_value_becomes_torch_where_beside_a_python_elif(
+        tmp_path: Path):
+    path = tmp_path / "rectified.py"
+    path.write_bytes((FIXTURES / "port" / "rectified.in.py").read_bytes())
+    ported = port_file(str(path), Config()).ported.decode()
+    assert "rt = torch.where(\n                n_sma >= group[\"n_sma_threshold\"]," in ported
+    assert '(1.0 if group["degenerated_to_sgd"] else 0.0),' in ported
+    assert "if n_sma" not in ported and "elif group" not in ported

@@ -47,6 +47,8 @@ from cslint.fixes.syntax import CallIndex
 from cslint.source import SourceFile
 
 RUNTIME_IMPORT = "import cslint.cstorch as cstorch"
+# Past this, a generated `torch.where(...)` puts one argument on each line.
+_LINE_LENGTH = 88
 # More rounds than any file needs: each round removes at least one finding's cause.
 MAX_ROUNDS = 40
 
@@ -362,6 +364,12 @@ class _Rewriter:
             edit = self._min_max(finding) or self._conditional(finding)
             if edit is not None:
                 candidates.append(edit)
+        tensor_tests = {id(node) for finding in self.coded("CS201")
+                        for node in self.by_location.get(finding.location, ())}
+        for finding in self.coded("CS201"):
+            edit = self._selecting_if(finding, tensor_tests)
+            if edit is not None:
+                candidates.append(edit)
         # Edits apart only: one inside another is made in a later round, on the new code.
         chosen: list[Edit] = []
         for edit in sorted(candidates, key=lambda e: (e.start, -e.end)):
@@ -435,6 +443,135 @@ class _Rewriter:
                             f"{self.torch}.where({self.code(test)}, "
                             f"{self.code(expression.body)}, {self.code(expression.orelse)})")
         return None
+
+    def _selecting_if(self, finding: Finding, tensor_tests: set[int]) -> Edit | None:
+        """`if t > 0: x = a` / `elif c: x = b` / `else: x = c`, each branch one value
+        for the same name -> `x = torch.where(t > 0, a, b if c else c)`: a test the
+        linter found on a tensor selects with torch.where, another stays a Python
+        conditional. Only where every value is computed afresh (not a name, attribute
+        or subscript that later in-place updates could be meant to reach through) and
+        free of side effects (each is now computed), and no comment is inside."""
+        for test in self.by_location.get(finding.location, ()):
+            statement = self.parents.get(id(test))
+            if not (isinstance(statement, ast.If) and statement.test is test):
+                continue
+            while isinstance(self.parents.get(id(statement)), ast.If) and \
+                    self.parents[id(statement)].orelse == [statement]:
+                statement = self.parents[id(statement)]  # an `elif`: from its `if`
+            chain = _assignment_chain(statement)
+            if chain is None:
+                edit = self._selected_update(statement, tensor_tests)
+                if edit is not None:
+                    return edit
+                continue
+            target, branches, last = chain
+            values = [value for _, value in branches] + [last]
+            if not all(_fresh(v) and _side_effect_free(v) for v in values) or \
+                    not all(_side_effect_free(t) for t, _ in branches):
+                continue
+            start, end = self.span(statement)
+            if "#" in self.text[start:end]:
+                continue
+            selected = self.code(last)
+            for branch_test, value in reversed(branches[1:]):
+                selected = self._select(branch_test, value, selected, tensor_tests)
+            first_test, first_value = branches[0]
+            line = f"{target} = {self._select(first_test, first_value, selected, tensor_tests)}"
+            if len(self.indent_of(statement)) + len(line) > _LINE_LENGTH and \
+                    id(first_test) in tensor_tests:
+                inner = self.indent_of(statement) + \
+                    _unit_indent(self.text, statement, self.indent_of(statement))
+                newline = _newline(self.text)
+                rest = branches[1][1] if len(branches) > 1 else last
+                parts = ((self.code(first_test), first_test), (self.code(first_value), first_value),
+                         (selected, rest))
+                # A part over several lines keeps its lines' indentation relative to its start.
+                arguments = "".join(
+                    f"{newline}{inner}{_shifted(part, len(inner) - node.col_offset)},"
+                    for part, node in parts)
+                line = f"{target} = {self.torch}.where({arguments}{newline}" \
+                       f"{self.indent_of(statement)})"
+            return Edit(start, end, line)
+        return None
+
+    def _select(self, test: ast.expr, value: ast.expr | str, otherwise: str,
+                tensor_tests: set[int]) -> str:
+        chosen = value if isinstance(value, str) else self.code(value)
+        compares = any(isinstance(n, ast.Compare) for n in ast.walk(test))
+        if id(test) not in tensor_tests and not compares:
+            # An option (`group["degenerated_to_sgd"]`) stays a Python choice.
+            return f"({chosen} if {self.code(test)} else {otherwise})"
+        condition = self.code(test)
+        if id(test) not in tensor_tests or isinstance(test, ast.BoolOp):
+            # A comparison the linter could not type may be of a tensor (the next
+            # branch's `step_size > 0`), and `not option or t > 0` is a Python bool or
+            # a tensor as the option is: torch.where takes either as a tensor.
+            condition = f"{self.torch}.as_tensor({condition})"
+        return f"{self.torch}.where({condition}, {chosen}, {otherwise})"
+
+    def _selected_update(self, statement: ast.If, tensor_tests: set[int]) -> Edit | None:
+        """`if t > 0: p.addcdiv_(a, b, value=-s)` / `elif s > 0: p.add_(a, alpha=-s)`:
+        each branch one in-place addition to the same name -> one addition of the
+        selected increment, `p.add_(torch.where(t > 0, a / b * (-s), ...))` (zero where
+        no branch runs). Only with side-effect-free tests and arguments."""
+        branches: list[tuple[ast.expr, str]] = []
+        receiver = None
+        node: ast.If = statement
+        otherwise = "0.0"
+        while True:
+            update = _increment(node.body)
+            if update is None or receiver not in (None, update[0]):
+                return None
+            receiver = update[0]
+            branches.append((node.test, self._increment_code(update[1])))
+            if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+                node = node.orelse[0]
+                continue
+            if node.orelse:
+                last = _increment(node.orelse)
+                if last is None or last[0] != receiver:
+                    return None
+                otherwise = self._increment_code(last[1])
+            break
+        if not all(_side_effect_free(t) for t, _ in branches) or \
+                not all(_side_effect_free(argument)
+                        for call in _increment_calls(statement)
+                        for argument in (*call.args, *(k.value for k in call.keywords))):
+            return None
+        start, end = self.span(statement)
+        if "#" in self.text[start:end]:
+            return None
+        selected = otherwise
+        for test, increment in reversed(branches[1:]):
+            selected = self._select(test, increment, selected, tensor_tests)
+        test, increment = branches[0]
+        line = f"{receiver}.add_({self._select(test, increment, selected, tensor_tests)})"
+        if len(self.indent_of(statement)) + len(line) > _LINE_LENGTH and \
+                id(test) in tensor_tests and not isinstance(test, ast.BoolOp):
+            inner = self.indent_of(statement) + \
+                _unit_indent(self.text, statement, self.indent_of(statement))
+            newline = _newline(self.text)
+            arguments = "".join(f"{newline}{inner}{part}," for part in (
+                _shifted(self.code(test), len(inner) - test.col_offset), increment, selected))
+            line = f"{receiver}.add_({self.torch}.where({arguments}{newline}" \
+                   f"{self.indent_of(statement)}))"
+        return Edit(start, end, line)
+
+    def _increment_code(self, call: ast.Call) -> str:
+        """What `p.add_(x, alpha=a)` / `sub_` / `addcdiv_` / `addcmul_` adds to `p`."""
+        method = call.func.attr
+        keywords = {k.arg: self._operand(k.value) for k in call.keywords}
+        operands = [self._operand(a) for a in call.args]
+        if method in ("add_", "sub_"):
+            (value,) = operands
+            scale = keywords.get("alpha")
+            if method == "sub_":
+                value = f"(-{value})"
+        else:
+            first, second = operands
+            value = f"{first} / {second}" if method == "addcdiv_" else f"{first} * {second}"
+            scale = keywords.get("value")
+        return f"{value} * {scale}" if scale is not None else value
 
     # -- 5. state_names_to_sparsify ---------------------------------------------------------
 
@@ -914,8 +1051,8 @@ def _newline(text: str) -> str:
     return match.group() if match else "\n"
 
 
-def _unit_indent(text: str, function: ast.FunctionDef, indent: str) -> str:
-    """One level of indentation as the function's body has it."""
+def _unit_indent(text: str, function: ast.FunctionDef | ast.If, indent: str) -> str:
+    """One level of indentation as the function's (or block's) body has it."""
     first = function.body[0]
     lines = text.splitlines()
     body_line = lines[first.lineno - 1]
@@ -969,6 +1106,98 @@ def _side_effect_free(node: ast.expr) -> bool:
                 and child.func.attr.endswith("_") and not child.func.attr.startswith("_"):
             return False  # an in-place op
     return True
+
+
+def _shifted(code: str, columns: int) -> str:
+    """`code` with its lines after the first indented `columns` more (or less, as far as
+    they start with spaces)."""
+    lines = code.splitlines(keepends=True)
+    for index in range(1, len(lines)):
+        line = lines[index]
+        if columns >= 0:
+            lines[index] = " " * columns + line
+        else:
+            spaces = len(line) - len(line.lstrip(" "))
+            lines[index] = line[min(spaces, -columns):]
+    return "".join(lines)
+
+
+def _assignment_chain(statement: ast.If
+                      ) -> tuple[str, list[tuple[ast.expr, ast.expr]], ast.expr] | None:
+    """For `if a: x = 1 / elif b: x = 2 / else: x = 3`: ("x", [(a, 1), (b, 2)], 3);
+    None unless every branch, the `else` included, is one assignment to the same name."""
+    branches: list[tuple[ast.expr, ast.expr]] = []
+    target = None
+    node: ast.stmt = statement
+    while True:
+        assigned = _single_assignment(node.body)
+        if assigned is None or target not in (None, assigned[0]):
+            return None
+        target = assigned[0]
+        branches.append((node.test, assigned[1]))
+        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            node = node.orelse[0]
+            continue
+        last = _single_assignment(node.orelse)
+        if last is None or last[0] != target:
+            return None
+        return target, branches, last[1]
+
+
+def _single_assignment(body: list[ast.stmt]) -> tuple[str, ast.expr] | None:
+    """(name, value) when the block is `name = value` (or `name: T = value`) alone."""
+    if len(body) != 1:
+        return None
+    statement = body[0]
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0]
+    elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+        target = statement.target
+    else:
+        return None
+    if not isinstance(target, ast.Name):
+        return None
+    return target.id, statement.value
+
+
+_INCREMENTS = {"add_": ({1}, {"alpha"}), "sub_": ({1}, {"alpha"}),
+               "addcdiv_": ({2}, {"value"}), "addcmul_": ({2}, {"value"})}
+
+
+def _increment(body: list[ast.stmt]) -> tuple[str, ast.Call] | None:
+    """(name, call) when the block is one `name.add_(...)`-like statement alone (the
+    forms `_INCREMENTS` lists: positional operands, the scale by keyword)."""
+    if len(body) != 1 or not isinstance(body[0], ast.Expr):
+        return None
+    call = body[0].value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+            and isinstance(call.func.value, ast.Name) and call.func.attr in _INCREMENTS):
+        return None
+    counts, keywords = _INCREMENTS[call.func.attr]
+    if len(call.args) not in counts or any(isinstance(a, ast.Starred) for a in call.args) \
+            or any(k.arg not in keywords for k in call.keywords):
+        return None
+    return call.func.value.id, call
+
+
+def _increment_calls(statement: ast.If) -> list[ast.Call]:
+    """The in-place additions of an `if` chain whose branches `_increment` accepts."""
+    calls = []
+    node: ast.stmt = statement
+    while isinstance(node, ast.If):
+        calls.append(node.body[0].value)
+        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            node = node.orelse[0]
+        else:
+            calls.extend(s.value for s in node.orelse)
+            break
+    return calls
+
+
+def _fresh(node: ast.expr) -> bool:
+    """A value computed by the expression (a number, arithmetic, a call's result), not
+    an existing object that it names: selecting a copy of it would not alias it."""
+    return not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Starred))
 
 
 def _is_param_groups(node: ast.expr) -> bool:
