@@ -16,8 +16,11 @@ something to do, in this order:
    `preinitialize()`. State written with no such check stays where it is (the linter
    then tells a store of the same tensor from a rebinding); checked creations in
    several methods move one method a round, into the same `preinitialize()`;
-4. CS204 / CS203 in expressions: `math.sqrt(t)` -> `torch.sqrt(t)`, `max(t, eps)` ->
-   `torch.clamp(t, min=eps)`, `a if t > 0 else b` -> `torch.where(t > 0, a, b)`;
+4. CS204 / CS203 / CS201: `math.sqrt(t)` -> `torch.sqrt(t)`, `max(t, eps)` ->
+   `torch.clamp(t, min=eps)`, `a if t > 0 else b` -> `torch.where(t > 0, a, b)`; an
+   `if`/`elif`/`else` chain on a tensor whose branches each assign one value to the
+   same name -> `x = torch.where(...)`, or each add in place to the same tensor ->
+   one `p.add_(torch.where(...))` of the selected increment;
 5. CS106: `state_names_to_sparsify()` for releases before 2.5;
 
 and, when none has, the linter's own fixes, unsafe ones included (CS104's cstorch
