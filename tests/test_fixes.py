@@ -21,7 +21,9 @@ from cslint.config import DEFAULT_MAX_FILE_SIZE
 from cslint.deep_stack import with_deep_stack
 from cslint.diagnostics import Finding, Location, Severity
 from cslint.engine import lint
-from cslint.fixes import cstorch_creation_fix, replace_call_fix, scale_first_argument_fix
+from cslint.fixes import cstorch_creation_fix, replace_call_fix, scale_first_argument_fix, \
+    scale_foreach_argument_fix
+from cslint.semantic.torch_api import FOREACH_SCALAR_ARGUMENTS
 from cslint.fixes.apply import fix_findings, fix_source
 from cslint.fixes.write import write_fixed
 from cslint.rules.program import optimizer_fix_plan
@@ -68,7 +70,8 @@ def test_fix_fixture(fixture: Path, tmp_path: Path):
 # ---- fix fixtures driven by the fix builders (CS104's and CS205's rewrites) ---------------
 
 def _builder_findings(source: SourceFile) -> list[Finding]:
-    """Attach the builders' fixes to every call they apply to, as CS104 / CS205 would."""
+    """Attach the builders' fixes to every call they apply to, as CS104 / CS205 would
+    (CS205's on Tensor methods and on `torch._foreach_*` ops)."""
     tree = source.parse()
     findings = []
     for node in ast.walk(tree):
@@ -76,7 +79,14 @@ def _builder_findings(source: SourceFile) -> list[Finding]:
             continue
         fix = None
         where = node  # CS104 spans the call, CS205 the scale's value
-        if isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
+        if isinstance(node.func.value, ast.Name) and node.func.value.id == "torch" \
+                and node.func.attr in FOREACH_SCALAR_ARGUMENTS:
+            keyword = FOREACH_SCALAR_ARGUMENTS[node.func.attr]
+            scale = [k.value for k in node.keywords if k.arg == keyword]
+            if scale:
+                fix = scale_foreach_argument_fix(node.func.attr, keyword)
+                where = scale[0]
+        elif isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
             fix = cstorch_creation_fix(node)
         elif node.func.attr in ("add_", "sub_", "addcdiv_", "addcmul_"):
             keyword = "alpha" if node.func.attr in ("add_", "sub_") else "value"

@@ -28,6 +28,8 @@ TENSOR_AS_NUMBER = "fold it into tensor arithmetic instead (e.g. p.add_(-scale *
 
 # A scheduled hyperparameter (the lr) where an op needs a Python number.
 SCHEDULED_AS_NUMBER = "multiply instead: p.add_(-lr * grad), p.addcdiv_(-lr * m, denom)"
+SCHEDULED_AS_FOREACH_NUMBER = ("multiply the list instead: "
+                               "torch._foreach_add_(params, torch._foreach_mul(grads, -lr))")
 
 # The same for the runtime, which sees it only as a scalar argument; its own words,
 # which tests/runtime/test_runtime_host_reads.py pins (`p.add_(-lr * g)`).

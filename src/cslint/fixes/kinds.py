@@ -157,6 +157,53 @@ class ScaleFirstArgument(CallFix):
         return call.with_changes(args=punctuate(call.args, entries))
 
 
+@dataclass(frozen=True)
+class ScaleForeachArgument(CallFix):
+    """`torch._foreach_add_(ps, gs, alpha=a)` -> `torch._foreach_add_(ps,
+    torch._foreach_mul(gs, a))`: fold the `keyword=` scale of a foreach op into the list
+    after the one it updates (CS205)."""
+
+    function: str
+    keyword: str
+
+    def locate(self, calls: CallIndex, location: Location) -> ast.Call | None:
+        for call, keyword in calls.keyword_values.get(location, ()):
+            func = call.func
+            if keyword.arg == self.keyword and isinstance(func, ast.Attribute) \
+                    and func.attr == self.function:
+                return call
+        return None
+
+    def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
+        import libcst as cst
+
+        from cslint.fixes.syntax import dotted, punctuate
+
+        function, keyword = self.function, self.keyword
+        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == function):
+            raise NotApplicable(f"not a call of {function}()")
+        module = dotted(call.func.value)
+        if not module:
+            raise NotApplicable(f"{function}() is not called through a module name")
+        if any(a.star for a in call.args):
+            raise NotApplicable("the call passes *args or **kwargs")
+        scale = [a for a in call.args if a.keyword is not None and a.keyword.value == keyword]
+        positional = [a for a in call.args if a.keyword is None]
+        if len(scale) != 1 or len(positional) < 2:
+            raise NotApplicable(f"no `{keyword}=` keyword with a list to fold it into")
+        scaled = positional[1]
+        product = cst.parse_expression(f"{module}._foreach_mul(x, y)").with_changes(
+            args=[cst.Arg(scaled.value, comma=cst.Comma(
+                      whitespace_after=cst.SimpleWhitespace(" "))),
+                  cst.Arg(scale[0].value)])
+        entries = []
+        for index, arg in enumerate(call.args):
+            if arg is scale[0]:
+                continue
+            entries.append((arg.with_changes(value=product) if arg is scaled else arg, index))
+        return call.with_changes(args=punctuate(call.args, entries))
+
+
 # ---- constructors (used by rules) ---------------------------------------------------------
 
 def replace_call_fix(target: str, *, safe: bool, description: str,
@@ -214,7 +261,16 @@ def scale_first_argument_fix(method: str, keyword: str) -> ScaleFirstArgument:
                                      f"{method}()", method, keyword)
 
 
+def scale_foreach_argument_fix(function: str, keyword: str) -> ScaleForeachArgument:
+    """CS205's fix for foreach ops: `torch._foreach_add_(ps, gs, alpha=-lr)` ->
+    `torch._foreach_add_(ps, torch._foreach_mul(gs, -lr))`. Unsafe: the floating-point
+    order changes."""
+    return ScaleForeachArgument(False, f"fold `{keyword}=` into the second list of "
+                                       f"{function}()", function, keyword)
+
+
 # Every kind of fix by class name: the findings cache stores a fix as its kind's name and
 # its plain fields, and builds it back only as one of these.
 FIX_KINDS: dict[str, type[CallFix]] = {kind.__name__: kind
-                                       for kind in (ReplaceCall, ScaleFirstArgument)}
+                                       for kind in (ReplaceCall, ScaleFirstArgument,
+                                                    ScaleForeachArgument)}

@@ -6,7 +6,7 @@ import ast
 
 from cslint import advice
 from cslint.diagnostics import Severity
-from cslint.fixes import scale_first_argument_fix
+from cslint.fixes import scale_first_argument_fix, scale_foreach_argument_fix
 from cslint.rules import FactRule, FixSafety, Rule, one_per_position, register
 from cslint.semantic.module_index import source_snippet
 from cslint.semantic.step_counters import counter_decisions
@@ -95,7 +95,9 @@ class TensorMaterialized(_TracedRule):
         elif type(fact) is ScalarArgument and not fact.scheduled:
             # `p.add_(g, alpha=t)` -> `p.add_(t * g)`, as for the lr (CS205).
             fix = scale_first_argument_fix(fact.method, fact.keyword) \
-                if fact.method is not None else None
+                if fact.method is not None else \
+                scale_foreach_argument_fix(fact.foreach, fact.keyword) \
+                if fact.foreach is not None else None
             yield context.finding(self, fact.node, scalar_message(fact), fix)
 
 
@@ -110,11 +112,15 @@ class LrAsPythonScalar(_TracedRule):
         if type(fact) is ScalarArgument and fact.scheduled:
             # `p.add_(g, alpha=-lr)` -> `p.add_(-lr * g)`.
             fix = scale_first_argument_fix(fact.method, fact.keyword) \
-                if fact.method is not None else None
+                if fact.method is not None else \
+                scale_foreach_argument_fix(fact.foreach, fact.keyword) \
+                if fact.foreach is not None else None
+            how = advice.SCHEDULED_AS_FOREACH_NUMBER if fact.foreach \
+                else advice.SCHEDULED_AS_NUMBER
             yield context.finding(self, fact.node, (
                 f"{fact.position} needs a Python number but `{source_snippet(fact.node)}` "
                 "comes from a scheduled hyperparameter, which is a tensor on the system "
-                f"({_chain(fact.chain)}); {advice.SCHEDULED_AS_NUMBER}"), fix)
+                f"({_chain(fact.chain)}); {how}"), fix)
 
 
 @register

@@ -81,6 +81,13 @@ SCALAR_ARGUMENTS = {
     "addcmul": ("value", 3), "addcmul_": ("value", 3),
     "addcdiv": ("value", 3), "addcdiv_": ("value", 3),
 }
+# The foreach forms that take such a number: {name: keyword}. It scales the argument after
+# the list updated (`_foreach_add_(params, grads, alpha=a)`: `grads`).
+FOREACH_SCALAR_ARGUMENTS = {
+    f"_foreach_{op}{suffix}": keyword
+    for op, keyword in (("add", "alpha"), ("sub", "alpha"), ("addcmul", "value"),
+                        ("addcdiv", "value"))
+    for suffix in ("", "_")}
 NON_TENSOR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "bytes", "complex",
                                     "Optional[int]", "Optional[float]", "Optional[bool]",
                                     "Optional[str]", "List[int]", "Tuple[int, ...]", "dict",

@@ -14,6 +14,7 @@ from cslint.semantic.tensor_values.values import (
 )
 from cslint.semantic.torch_api import (
     BOOLEAN_OPS, COMPILE, CREATION_SIZE_FUNCTIONS, DATA_DEPENDENT_SHAPE, DEVICE_FUNCTIONS,
+    FOREACH_SCALAR_ARGUMENTS,
     HOST_BUILTINS, HOST_READ_METHODS, ITERATION_BUILTINS, LOG_METHODS, LOGGER_NAMES,
     METADATA_METHODS, NON_TENSOR_TORCH, SCALAR_ARGUMENTS, SIZE_METHODS, TRUTH_METHODS,
 )
@@ -479,6 +480,14 @@ class CallEvaluator:
     def check_scalar_arguments(self, name: str, method: bool, keywords_only: bool = False
                                ) -> None:
         walker, node = self.walker, self.node
+        if not method and name in FOREACH_SCALAR_ARGUMENTS:
+            keyword = FOREACH_SCALAR_ARGUMENTS[name]
+            for k in node.keywords:
+                value = self.keywords.get(keyword) if k.arg == keyword else None
+                if is_device(value):
+                    walker.scalar_argument(k.value, value, f"`{keyword}=` of `torch.{name}()`",
+                                           keyword=keyword, foreach=name)
+            return
         if name not in SCALAR_ARGUMENTS:
             return
         keyword, scalar_first_arity = SCALAR_ARGUMENTS[name]

@@ -59,7 +59,8 @@ class ScalarArgument:
     """A device tensor where PyTorch needs a Python number; `position` says which
     ("`alpha=` of `.add_()`", "a slice bound"). `scheduled`: it is (or is computed
     from) a scheduled hyperparameter. `method`/`keyword`: the Tensor method and keyword
-    when it is a scaling keyword of a Tensor method (`p.add_(g, alpha=-lr)`)."""
+    when it is a scaling keyword of a Tensor method (`p.add_(g, alpha=-lr)`); `foreach`
+    and `keyword` when it is that of a foreach op (`torch._foreach_add_(ps, gs, alpha=-lr)`)."""
 
     function: FunctionInfo
     node: ast.AST
@@ -68,6 +69,7 @@ class ScalarArgument:
     position: str
     method: str | None = None
     keyword: str | None = None
+    foreach: str | None = None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from cslint.semantic.module_index import FunctionInfo, decorator_name
+from cslint.semantic.module_index import FunctionInfo, decorator_name, dotted_name
 from cslint.semantic.project import ClassRef
 from cslint.semantic.tensor_values.calls import CallEvaluator
 from cslint.semantic.tensor_values.facts import (
@@ -17,7 +17,8 @@ from cslint.semantic.tensor_values.values import (
     collection_operation, combine, element_of, is_collection, is_device, join, merged_into,
     sliced, source_step, stored_into,
 )
-from cslint.semantic.torch_api import DEVICE_ATTRIBUTES, DEVICE_TYPES, METADATA_ATTRIBUTES
+from cslint.semantic.torch_api import DEVICE_ATTRIBUTES, DEVICE_TYPES, METADATA_ATTRIBUTES, \
+    TENSOR_TYPE_NAMES
 from cslint.semantic.walker import StatementWalker, join_envs
 
 if TYPE_CHECKING:
@@ -66,9 +67,10 @@ class FunctionWalker(StatementWalker):
         self.analysis.record(HostRead(self.function, node, subject, value.why, reader))
 
     def scalar_argument(self, node: ast.AST, value: Tensor, position: str,
-                        method: str | None = None, keyword: str | None = None) -> None:
+                        method: str | None = None, keyword: str | None = None,
+                        foreach: str | None = None) -> None:
         self.analysis.record(ScalarArgument(self.function, node, value.why, value.scheduled,
-                                            position, method, keyword))
+                                            position, method, keyword, foreach))
 
     def data_dependent_shape(self, node: ast.AST, op: str) -> None:
         self.analysis.record(ValueDependentShape(self.function, node, op))
@@ -98,12 +100,27 @@ class FunctionWalker(StatementWalker):
 
     def statement_If(self, node: ast.If) -> None:
         self.test(node.test, Condition.IF)
+        not_in_body, not_in_else = _not_tensors(node.test)
         before = dict(self.env)
-        self.block(node.body)
+        self._narrowed_block(node.body, not_in_body)
         after_body = self.env
         self.env = before
-        self.block(node.orelse)
+        self._narrowed_block(node.orelse, not_in_else)
         self.env = join_envs(after_body, self.env, join)
+
+    def _narrowed_block(self, body: list[ast.stmt], not_tensors: set[str]) -> None:
+        """The block, where the `if` test says these names hold no tensor
+        (`if not isinstance(alpha, torch.Tensor):`); each regains its value after the
+        block unless the block binds it."""
+        narrowed = {name: self.env[name] for name in not_tensors if name in self.env}
+        for name in narrowed:
+            self.env[name] = None
+        self.block(body)
+        if narrowed:
+            bound = _bound_names(body)
+            for name, value in narrowed.items():
+                if name not in bound:
+                    self.env[name] = value
 
     def statement_While(self, node: ast.While) -> None:
         self.test(node.test, Condition.WHILE)
@@ -405,7 +422,22 @@ class FunctionWalker(StatementWalker):
 
     def eval_IfExp(self, node: ast.IfExp) -> Value:
         self.truth(node.test)
-        return join(self.eval(node.body), self.eval(node.orelse))
+        not_in_body, not_in_else = _not_tensors(node.test)
+        return join(self._narrowed_eval(node.body, not_in_body),
+                    self._narrowed_eval(node.orelse, not_in_else))
+
+    def _narrowed_eval(self, node: ast.expr, not_tensors: set[str]) -> Value:
+        """The expression's value where these names hold no tensor (as `_narrowed_block`;
+        a name the expression binds with `:=` keeps what it bound)."""
+        narrowed = {name: self.env[name] for name in not_tensors if name in self.env}
+        for name in narrowed:
+            self.env[name] = None
+        try:
+            return self.eval(node)
+        finally:
+            for name, value in narrowed.items():
+                if self.env.get(name) is None:
+                    self.env[name] = value
 
     def eval_Tuple(self, node: ast.Tuple) -> Value:
         values = tuple(self.eval(e) for e in node.elts)
@@ -501,3 +533,42 @@ def _compares_python_values(op: ast.cmpop, left: ast.expr, right: ast.expr) -> b
 def _op(op: ast.operator) -> str:
     return {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
             ast.FloorDiv: "//", ast.Mod: "%", ast.MatMult: "@"}.get(type(op), "?")
+
+
+# Types that no tensor is: `isinstance(x, (int, float))` says `x` holds none.
+_NUMBER_TYPES = frozenset({"int", "float", "bool", "complex", "numbers.Number", "Number"})
+
+
+def _not_tensors(test: ast.expr) -> tuple[set[str], set[str]]:
+    """The names that hold no tensor where the test is true, and where it is false:
+    `isinstance(x, torch.Tensor)` and `torch.is_tensor(x)` (false: `x` is none),
+    `not isinstance(x, Tensor)`,
+    `isinstance(x, float)`, and the operands of `and` where the whole is true."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        when_true, when_false = _not_tensors(test.operand)
+        return when_false, when_true
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return {n for value in test.values for n in _not_tensors(value)[0]}, set()
+    if isinstance(test, ast.Call) and len(test.args) == 1 and not test.keywords \
+            and isinstance(test.args[0], ast.Name) \
+            and dotted_name(test.func) in ("torch.is_tensor", "is_tensor"):
+        return set(), {test.args[0].id}
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name)
+            and test.func.id == "isinstance" and len(test.args) == 2
+            and isinstance(test.args[0], ast.Name) and not test.keywords):
+        return set(), set()
+    kinds = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+    names = [dotted_name(kind) for kind in kinds]
+    if any(name is None for name in names):
+        return set(), set()
+    subject = {test.args[0].id}
+    if all(name.rsplit(".", 1)[-1] in TENSOR_TYPE_NAMES for name in names):
+        return set(), subject
+    if all(name in _NUMBER_TYPES for name in names):
+        return subject, set()
+    return set(), set()
+
+
+def _bound_names(body: list[ast.stmt]) -> set[str]:
+    return {node.id for statement in body for node in ast.walk(statement)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
