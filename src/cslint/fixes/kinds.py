@@ -119,42 +119,23 @@ class ScaleFirstArgument(CallFix):
     keyword: str
 
     def locate(self, calls: CallIndex, location: Location) -> ast.Call | None:
-        # The finding spans the value of the `keyword=` argument of the method's call.
-        for call, keyword in calls.keyword_values.get(location, ()):
-            if keyword.arg == self.keyword and isinstance(call.func, ast.Attribute) \
-                    and call.func.attr == self.method:
-                return call
-        return None
+        return _call_with_keyword_at(calls, location, self.method, self.keyword)
 
     def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
         import libcst as cst
 
-        from cslint.fixes.syntax import dotted, parenthesized, punctuate
+        from cslint.fixes.syntax import dotted, parenthesized
 
-        method, keyword = self.method, self.keyword
+        method = self.method
         if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == method):
             raise NotApplicable(f"not a call of {method}()")
         if dotted(call.func.value).split(".")[0] == "torch":
             raise NotApplicable(f"torch.{method}() scales its second argument, not its first")
-        if any(a.star for a in call.args):
-            raise NotApplicable("the call passes *args or **kwargs")
-        scale = [a for a in call.args if a.keyword is not None and a.keyword.value == keyword]
-        positional = [a for a in call.args if a.keyword is None]
-        if len(scale) != 1 or not positional:
-            raise NotApplicable(f"no `{keyword}=` keyword with a first argument to fold it into")
-        first = positional[0]
-        product = cst.BinaryOperation(
-            left=parenthesized(scale[0].value, right_operand=False),
+        return _fold_keyword(call, self.keyword, 0, lambda scale, first: cst.BinaryOperation(
+            left=parenthesized(scale, right_operand=False),
             operator=cst.Multiply(whitespace_before=cst.SimpleWhitespace(" "),
                                   whitespace_after=cst.SimpleWhitespace(" ")),
-            right=parenthesized(first.value, right_operand=True),
-        )
-        entries = []
-        for index, arg in enumerate(call.args):
-            if arg is scale[0]:
-                continue
-            entries.append((arg.with_changes(value=product) if arg is first else arg, index))
-        return call.with_changes(args=punctuate(call.args, entries))
+            right=parenthesized(first, right_operand=True)))
 
 
 @dataclass(frozen=True)
@@ -167,41 +148,52 @@ class ScaleForeachArgument(CallFix):
     keyword: str
 
     def locate(self, calls: CallIndex, location: Location) -> ast.Call | None:
-        for call, keyword in calls.keyword_values.get(location, ()):
-            func = call.func
-            if keyword.arg == self.keyword and isinstance(func, ast.Attribute) \
-                    and func.attr == self.function:
-                return call
-        return None
+        return _call_with_keyword_at(calls, location, self.function, self.keyword)
 
     def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
         import libcst as cst
 
-        from cslint.fixes.syntax import dotted, punctuate
+        from cslint.fixes.syntax import dotted
 
-        function, keyword = self.function, self.keyword
+        function = self.function
         if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == function):
             raise NotApplicable(f"not a call of {function}()")
         module = dotted(call.func.value)
         if not module:
             raise NotApplicable(f"{function}() is not called through a module name")
-        if any(a.star for a in call.args):
-            raise NotApplicable("the call passes *args or **kwargs")
-        scale = [a for a in call.args if a.keyword is not None and a.keyword.value == keyword]
-        positional = [a for a in call.args if a.keyword is None]
-        if len(scale) != 1 or len(positional) < 2:
-            raise NotApplicable(f"no `{keyword}=` keyword with a list to fold it into")
-        scaled = positional[1]
-        product = cst.parse_expression(f"{module}._foreach_mul(x, y)").with_changes(
-            args=[cst.Arg(scaled.value, comma=cst.Comma(
-                      whitespace_after=cst.SimpleWhitespace(" "))),
-                  cst.Arg(scale[0].value)])
-        entries = []
-        for index, arg in enumerate(call.args):
-            if arg is scale[0]:
-                continue
-            entries.append((arg.with_changes(value=product) if arg is scaled else arg, index))
-        return call.with_changes(args=punctuate(call.args, entries))
+        return _fold_keyword(call, self.keyword, 1, lambda scale, listed: cst.parse_expression(
+            f"{module}._foreach_mul(x, y)").with_changes(args=[
+                cst.Arg(listed, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                cst.Arg(scale)]))
+
+
+def _call_with_keyword_at(calls: CallIndex, location: Location, name: str, keyword: str
+                          ) -> ast.Call | None:
+    """The call of `name` (a method or module function) whose `keyword=` value spans
+    `location`: where CS205 points."""
+    for call, found in calls.keyword_values.get(location, ()):
+        if found.arg == keyword and isinstance(call.func, ast.Attribute) \
+                and call.func.attr == name:
+            return call
+    return None
+
+
+def _fold_keyword(call: cst.Call, keyword: str, position: int, combine) -> cst.Call:
+    """`call` without its `keyword=` argument, the positional argument at `position`
+    replaced by `combine(scale, argument)`."""
+    from cslint.fixes.syntax import punctuate
+
+    if any(a.star for a in call.args):
+        raise NotApplicable("the call passes *args or **kwargs")
+    scale = [a for a in call.args if a.keyword is not None and a.keyword.value == keyword]
+    positional = [a for a in call.args if a.keyword is None]
+    if len(scale) != 1 or len(positional) <= position:
+        raise NotApplicable(f"no `{keyword}=` keyword with an argument to fold it into")
+    scaled = positional[position]
+    folded = combine(scale[0].value, scaled.value)
+    entries = [(arg.with_changes(value=folded) if arg is scaled else arg, index)
+               for index, arg in enumerate(call.args) if arg is not scale[0]]
+    return call.with_changes(args=punctuate(call.args, entries))
 
 
 # ---- constructors (used by rules) ---------------------------------------------------------
