@@ -687,6 +687,12 @@ class _LazyStatePlan:
                         or self._local_to_guard(statement, guard, where, state_name):
                     moved.append(statement)
                     guarded.setdefault(id(guard), []).append(statement)
+                elif (creations := _under_gradient_test(statement, state_name)) is not None:
+                    # `if p.grad.is_sparse: state["k"] = zeros_like(p)`: preinitialize has
+                    # no gradient to test, so the state is made for every parameter
+                    # (zeros the step never reads where the test is false).
+                    moved.extend(creations)
+                    guarded.setdefault(id(guard), []).extend(creations)
                 else:
                     return False
         increments = self._increments(state_name) if counter else []
@@ -1287,6 +1293,26 @@ def _only_creates(statement: ast.stmt, state_name: str) -> bool:
         return not _mentions(statement.test, state_name) and not _mentions_grad(statement.test) \
             and all(_only_creates(s, state_name) for s in statement.body + statement.orelse)
     return False
+
+
+def _under_gradient_test(statement: ast.stmt, state_name: str) -> list[ast.stmt] | None:
+    """The creations of `if <a test of the gradient's metadata>: <creations>` (no
+    `else`), to be made unconditionally; None for any other statement."""
+    if not (isinstance(statement, ast.If) and not statement.orelse
+            and _mentions_grad(statement.test) and _reads_grad_metadata_only(statement.test)
+            and not _mentions(statement.test, state_name)
+            and all(_only_creates(s, state_name) for s in statement.body)):
+        return None
+    return list(statement.body)
+
+
+def _reads_grad_metadata_only(node: ast.AST) -> bool:
+    """Every `.grad` in `node` is read for its layout, shape, dtype or device only
+    (`p.grad.is_sparse`, `p.grad.dim()`)."""
+    metadata = {id(n.value) for n in ast.walk(node) if isinstance(n, ast.Attribute)
+                and n.attr in _SHAPE_ATTRIBUTES | {"is_sparse"}}
+    return all(id(n) in metadata for n in ast.walk(node)
+               if isinstance(n, ast.Attribute) and n.attr == "grad")
 
 
 # Calls and attributes of a tensor that give only its shape, dtype or device.
