@@ -395,6 +395,9 @@ class Picky(cstorch.optim.Optimizer):
                     p.add_(p.grad.mul_(2))
                 else:
                     p.sub_(p.grad)
+                # the test reads the tensor its branch updates
+                if p.norm() > norm:
+                    p.mul_(0.5)
                 p.sub_(group["lr"] * scale * shrink * buffer)
 '''
 
@@ -403,13 +406,14 @@ def test_a_tensor_if_that_is_not_a_pure_selection_of_one_value_stays(tmp_path: P
     """The statement `if` becomes torch.where only where both values are computed afresh
     and free of side effects, with an `else`, and no comment inside: an alias of state
     (updated in place later), an in-place op, a comment, a missing `else` all stay; so
-    does a choice between in-place additions whose argument is changed in place."""
+    do in-place additions whose argument is changed in place, and an in-place update
+    under a test that reads the tensor it updates."""
     path = tmp_path / "picky.py"
     path.write_text(SELECTIONS_LEFT_ALONE)
     ported = port_file(str(path), Config())
     assert ported.ported == path.read_bytes()
     assert sorted(f.location.line for f in ported.findings if f.code == "CS201") == \
-        [23, 28, 32, 37, 39]
+        [23, 28, 32, 37, 39, 44]
 
 
 def test_a_tensor_if_choosing_one_value_becomes_torch_where_beside_a_python_elif(

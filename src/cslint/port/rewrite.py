@@ -463,7 +463,8 @@ class _Rewriter:
                 statement = self.parents[id(statement)]  # an `elif`: from its `if`
             chain = _assignment_chain(statement)
             if chain is None:
-                edit = self._selected_update(statement, tensor_tests)
+                edit = self._selected_update(statement, tensor_tests) or \
+                    self._selected_in_place(statement, tensor_tests)
                 if edit is not None:
                     return edit
                 continue
@@ -559,6 +560,53 @@ class _Rewriter:
             line = f"{receiver}.add_({self.torch}.where({arguments}{newline}" \
                    f"{self.indent_of(statement)}))"
         return Edit(start, end, line)
+
+    def _selected_in_place(self, statement: ast.If, tensor_tests: set[int]) -> Edit | None:
+        """`if t > 1: c.div_(t)` / `else: p.mul_(m).add_(g)`: each statement one chain of
+        in-place ops on a name -> that name copies, selected by the test, the chain's
+        result computed out of place or its own value:
+        `c.copy_(torch.where(t > 1, c.div(t), c))`. Statements run in their order, each
+        selecting (what a branch not taken would change stays). Only with a tensor test
+        (an `if`, an optional `else`) that names none of the updated tensors, side-effect
+        free arguments, and no comment inside."""
+        test = statement.test
+        if id(test) not in tensor_tests or not _side_effect_free(test) or \
+                (statement.orelse and isinstance(statement.orelse[0], ast.If)):
+            return None
+        updates = [(s, True) for s in statement.body] + [(s, False) for s in statement.orelse]
+        chains = [(_in_place_chain(s), taken) for s, taken in updates]
+        if any(chain is None for chain, _ in chains):
+            return None
+        # The test must not read what the branches update (it is evaluated again for
+        # each statement).
+        receivers = {n.id for (place, _), _ in chains for n in ast.walk(place)
+                     if isinstance(n, ast.Name)}
+        if any(isinstance(n, ast.Name) and n.id in receivers for n in ast.walk(test)):
+            return None
+        start, end = self.span(statement)
+        if "#" in self.text[start:end]:
+            return None
+        condition = self.code(test)
+        if isinstance(test, ast.BoolOp):
+            condition = f"{self.torch}.as_tensor({condition})"
+        newline, indent = _newline(self.text), self.indent_of(statement)
+        inner = indent + _unit_indent(self.text, statement, indent)
+        lines = []
+        for (place, calls), taken in chains:
+            receiver = self.code(place)
+            value = receiver
+            for call in calls:
+                arguments = ", ".join(self.code(a) for a in (*call.args, *call.keywords))
+                value = f"{value}.{_OUT_OF_PLACE[call.func.attr]}({arguments})" \
+                    if call.func.attr != "copy_" else self.code(call.args[0])
+            chosen = (value, receiver) if taken else (receiver, value)
+            line = f"{receiver}.copy_({self.torch}.where({condition}, {chosen[0]}, {chosen[1]}))"
+            if len(indent) + len(line) > _LINE_LENGTH:
+                arguments = "".join(f"{newline}{inner}{part}," for part in
+                                    (condition, *chosen))
+                line = f"{receiver}.copy_({self.torch}.where({arguments}{newline}{indent}))"
+            lines.append(line)
+        return Edit(start, end, (newline + indent).join(lines))
 
     def _increment_code(self, call: ast.Call) -> str:
         """What `p.add_(x, alpha=a)` / `sub_` / `addcdiv_` / `addcmul_` adds to `p`."""
@@ -1187,6 +1235,47 @@ def _increment(body: list[ast.stmt]) -> tuple[str, ast.Call] | None:
             or any(k.arg not in keywords for k in call.keywords):
         return None
     return call.func.value.id, call
+
+
+# In-place Tensor methods and their out-of-place twins (`copy_` selects its argument).
+_OUT_OF_PLACE = {name + "_": name for name in (
+    "add", "sub", "mul", "div", "lerp", "addcmul", "addcdiv", "clamp", "clamp_min",
+    "clamp_max", "neg", "abs", "sqrt", "rsqrt", "pow", "exp", "log", "sign", "reciprocal",
+    "sigmoid", "tanh", "square", "maximum", "minimum")} | {"copy_": "copy_"}
+
+
+def _in_place_chain(statement: ast.stmt) -> tuple[ast.expr, list[ast.Call]] | None:
+    """(place, calls) for `place.mul_(a).add_(b)` alone as a statement (`_is_place`): in-place ops with
+    an out-of-place twin (`copy_` only alone), positional or keyword arguments free of
+    side effects; None otherwise."""
+    if not isinstance(statement, ast.Expr):
+        return None
+    calls: list[ast.Call] = []
+    node = statement.value
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in _OUT_OF_PLACE:
+        calls.append(node)
+        node = node.func.value
+    if not calls or not _is_place(node):
+        return None
+    calls.reverse()
+    if any(c.func.attr == "copy_" for c in calls) and \
+            (len(calls) != 1 or len(calls[0].args) != 1 or calls[0].keywords):
+        return None
+    if not all(_side_effect_free(a) and not isinstance(a, ast.Starred)
+               for c in calls for a in (*c.args, *(k.value for k in c.keywords))) or \
+            any(k.arg is None for c in calls for k in c.keywords):
+        return None
+    return node, calls
+
+
+def _is_place(node: ast.expr) -> bool:
+    """A name, or a constant subscript or attribute of one: `p`, `state["slow"]`."""
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant):
+            return False
+        node = node.value
+    return isinstance(node, ast.Name)
 
 
 def _increment_calls(statement: ast.If) -> list[ast.Call]:
