@@ -390,7 +390,7 @@ class Picky(cstorch.optim.Optimizer):
                 else:
                     shrink = norm * 1.0
                 if norm > 4:
-                    shrink = norm * 0.25
+                    unbound = norm * 0.25
                 if norm > 5:  # an in-place op in an argument
                     p.add_(p.grad.mul_(2))
                 else:
@@ -405,7 +405,8 @@ class Picky(cstorch.optim.Optimizer):
 def test_a_tensor_if_that_is_not_a_pure_selection_of_one_value_stays(tmp_path: Path):
     """The statement `if` becomes torch.where only where both values are computed afresh
     and free of side effects, with an `else`, and no comment inside: an alias of state
-    (updated in place later), an in-place op, a comment, a missing `else` all stay; so
+    (updated in place later), an in-place op, a comment, a missing `else` for a name
+    not bound above all stay; so
     do in-place additions whose argument is changed in place, and an in-place update
     under a test that reads the tensor it updates."""
     path = tmp_path / "picky.py"

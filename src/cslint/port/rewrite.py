@@ -47,6 +47,7 @@ from cslint.engine import LintResult, lint
 from cslint.fixes.apply import CSTORCH_IMPORT, Edit, _parses, cstorch_import_edit, encoded, \
     fix_findings
 from cslint.fixes.syntax import CallIndex
+from cslint.semantic.module_index import dotted_name
 from cslint.source import SourceFile
 
 RUNTIME_IMPORT = "import cslint.cstorch as cstorch"
@@ -448,12 +449,15 @@ class _Rewriter:
         return None
 
     def _selecting_if(self, finding: Finding, tensor_tests: set[int]) -> Edit | None:
-        """`if t > 0: x = a` / `elif c: x = b` / `else: x = c`, each branch one value
-        for the same name -> `x = torch.where(t > 0, a, b if c else c)`: a test the
-        linter found on a tensor selects with torch.where, another stays a Python
-        conditional. Only where every value is computed afresh (not a name, attribute
-        or subscript that later in-place updates could be meant to reach through) and
-        free of side effects (each is now computed), and no comment is inside."""
+        """`if t > 0: x = a` / `elif c: x = b` / `else: x = c`, each branch the same names
+        assigned in the same order -> `x = torch.where(t > 0, a, b if c else c)`, a line a
+        name: a test the linter found on a tensor selects with torch.where, another stays
+        a Python conditional. With no `else`, a name keeps its value there (it must be
+        bound above and never updated in place). Only where every value is computed
+        afresh (not a name, attribute or subscript that later in-place updates could be
+        meant to reach through; not a list) and free of side effects (each is now
+        computed), and no comment is inside. Later lines see the earlier names
+        selected, as each branch saw its own."""
         for test in self.by_location.get(finding.location, ()):
             statement = self.parents.get(id(test))
             if not (isinstance(statement, ast.If) and statement.test is test):
@@ -461,42 +465,85 @@ class _Rewriter:
             while isinstance(self.parents.get(id(statement)), ast.If) and \
                     self.parents[id(statement)].orelse == [statement]:
                 statement = self.parents[id(statement)]  # an `elif`: from its `if`
-            chain = _assignment_chain(statement)
+            chain = self._assignment_chain(statement)
             if chain is None:
                 edit = self._selected_update(statement, tensor_tests) or \
                     self._selected_in_place(statement, tensor_tests)
                 if edit is not None:
                     return edit
                 continue
-            target, branches, last = chain
-            values = [value for _, value in branches] + [last]
-            if not all(_fresh(v) and _side_effect_free(v) for v in values) or \
+            names, branches, last = chain
+            values = [v for _, block in branches for v in block] + \
+                [v for v in last if not isinstance(v, str)]
+            if not all(_selectable(v) and _side_effect_free(v) for v in values) or \
                     not all(_side_effect_free(t) for t, _ in branches):
                 continue
             start, end = self.span(statement)
             if "#" in self.text[start:end]:
                 continue
-            selected = self.code(last)
-            for branch_test, value in reversed(branches[1:]):
-                selected = self._select(branch_test, value, selected, tensor_tests)
-            first_test, first_value = branches[0]
-            line = f"{target} = {self._select(first_test, first_value, selected, tensor_tests)}"
-            if len(self.indent_of(statement)) + len(line) > _LINE_LENGTH and \
-                    id(first_test) in tensor_tests:
-                inner = self.indent_of(statement) + \
-                    _unit_indent(self.text, statement, self.indent_of(statement))
-                newline = _newline(self.text)
-                rest = branches[1][1] if len(branches) > 1 else last
-                parts = ((self.code(first_test), first_test), (self.code(first_value), first_value),
-                         (selected, rest))
-                # A part over several lines keeps its lines' indentation relative to its start.
-                arguments = "".join(
-                    f"{newline}{inner}{_shifted(part, len(inner) - node.col_offset)},"
-                    for part, node in parts)
-                line = f"{target} = {self.torch}.where({arguments}{newline}" \
-                       f"{self.indent_of(statement)})"
-            return Edit(start, end, line)
+            lines = [self._selection_line(statement, name, [(t, block[index])
+                                                           for t, block in branches],
+                                          last[index], tensor_tests)
+                     for index, name in enumerate(names)]
+            return Edit(start, end, (_newline(self.text) + self.indent_of(statement))
+                        .join(lines))
         return None
+
+    def _assignment_chain(self, statement: ast.If) -> tuple[
+            list[str], list[tuple[ast.expr, list[ast.expr]]], list[ast.expr | str]] | None:
+        """For `if a: x = 1; y = 2 / elif b: ... / else: x = 3; y = 4`: (["x", "y"],
+        [(a, [1, 2]), (b, [...])], [3, 4]); with no `else`, the names themselves (as
+        strings) where each is bound above in the function and never updated in place.
+        None unless every branch assigns the same names in the same order."""
+        branches: list[tuple[ast.expr, list[ast.expr]]] = []
+        names: list[str] | None = None
+        node: ast.stmt = statement
+        while True:
+            block = _assignment_block(node.body)
+            if block is None or names not in (None, [n for n, _ in block]):
+                return None
+            names = [n for n, _ in block]
+            branches.append((node.test, [v for _, v in block]))
+            if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+                node = node.orelse[0]
+                continue
+            break
+        if node.orelse:
+            block = _assignment_block(node.orelse)
+            if block is None or [n for n, _ in block] != names:
+                return None
+            return names, branches, [v for _, v in block]
+        function = next((a for a in self.ancestors(statement)
+                         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        if function is None or not all(_bound_before(function, name, statement)
+                                       and not _updated_in_place(function, name)
+                                       for name in names):
+            return None
+        return names, branches, list(names)
+
+    def _selection_line(self, statement: ast.If, name: str,
+                        branches: list[tuple[ast.expr, ast.expr]], last: ast.expr | str,
+                        tensor_tests: set[int]) -> str:
+        """`name = torch.where(...)` for one name of an assignment chain (one argument a
+        line past `_LINE_LENGTH`)."""
+        selected = last if isinstance(last, str) else self.code(last)
+        for branch_test, value in reversed(branches[1:]):
+            selected = self._select(branch_test, value, selected, tensor_tests)
+        first_test, first_value = branches[0]
+        line = f"{name} = {self._select(first_test, first_value, selected, tensor_tests)}"
+        indent = self.indent_of(statement)
+        if len(indent) + len(line) <= _LINE_LENGTH or id(first_test) not in tensor_tests:
+            return line
+        inner = indent + _unit_indent(self.text, statement, indent)
+        newline = _newline(self.text)
+        rest = branches[1][1] if len(branches) > 1 else last
+        # A part over several lines keeps its lines' indentation relative to its start.
+        parts = [(self.code(first_test), first_test.col_offset),
+                 (self.code(first_value), first_value.col_offset),
+                 (selected, rest.col_offset if not isinstance(rest, str) else len(inner))]
+        arguments = "".join(f"{newline}{inner}{_shifted(part, len(inner) - column)},"
+                            for part, column in parts)
+        return f"{name} = {self.torch}.where({arguments}{newline}{indent})"
 
     def _select(self, test: ast.expr, value: ast.expr | str, otherwise: str,
                 tensor_tests: set[int]) -> str:
@@ -1179,42 +1226,52 @@ def _shifted(code: str, columns: int) -> str:
     return "".join(lines)
 
 
-def _assignment_chain(statement: ast.If
-                      ) -> tuple[str, list[tuple[ast.expr, ast.expr]], ast.expr] | None:
-    """For `if a: x = 1 / elif b: x = 2 / else: x = 3`: ("x", [(a, 1), (b, 2)], 3);
-    None unless every branch, the `else` included, is one assignment to the same name."""
-    branches: list[tuple[ast.expr, ast.expr]] = []
-    target = None
-    node: ast.stmt = statement
-    while True:
-        assigned = _single_assignment(node.body)
-        if assigned is None or target not in (None, assigned[0]):
+def _assignment_block(body: list[ast.stmt]) -> list[tuple[str, ast.expr]] | None:
+    """[(name, value)] when the block is only assignments (`name = value`, `name: T =
+    value`), each to a different name; None otherwise."""
+    found: list[tuple[str, ast.expr]] = []
+    for statement in body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target = statement.targets[0]
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            target = statement.target
+        else:
             return None
-        target = assigned[0]
-        branches.append((node.test, assigned[1]))
-        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
-            node = node.orelse[0]
-            continue
-        last = _single_assignment(node.orelse)
-        if last is None or last[0] != target:
+        if not isinstance(target, ast.Name) or any(n == target.id for n, _ in found):
             return None
-        return target, branches, last[1]
+        found.append((target.id, statement.value))
+    return found or None
 
 
-def _single_assignment(body: list[ast.stmt]) -> tuple[str, ast.expr] | None:
-    """(name, value) when the block is `name = value` (or `name: T = value`) alone."""
-    if len(body) != 1:
-        return None
-    statement = body[0]
-    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-        target = statement.targets[0]
-    elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
-        target = statement.target
-    else:
-        return None
-    if not isinstance(target, ast.Name):
-        return None
-    return target.id, statement.value
+def _bound_before(function: ast.AST, name: str, statement: ast.stmt) -> bool:
+    """Whether `name` is assigned in the function on a line before `statement`, or is
+    one of its parameters."""
+    if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+            name in {a.arg for a in (*function.args.posonlyargs, *function.args.args,
+                                     *function.args.kwonlyargs)}:
+        return True
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+               and n.lineno < statement.lineno for n in ast.walk(function))
+
+
+def _updated_in_place(function: ast.AST, name: str) -> bool:
+    """`name.add_(...)`-like calls on the name anywhere in the function."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr.endswith("_") and not n.func.attr.startswith("_")
+               and isinstance(n.func.value, ast.Name) and n.func.value.id == name
+               for n in ast.walk(function))
+
+
+def _selectable(node: ast.expr) -> bool:
+    """A value `torch.where` can select: computed afresh (`_fresh`), and not a list of
+    tensors (a display, a comprehension, a `_foreach_` op's result)."""
+    if isinstance(node, (ast.List, ast.ListComp, ast.Tuple, ast.Set, ast.SetComp, ast.Dict,
+                         ast.DictComp, ast.GeneratorExp)):
+        return False
+    if isinstance(node, ast.Call) and (dotted_name(node.func) or "").rsplit(".", 1)[-1] \
+            .startswith("_foreach_"):
+        return False
+    return _fresh(node)
 
 
 _INCREMENTS = {"add_": ({1}, {"alpha"}), "sub_": ({1}, {"alpha"}),
