@@ -398,7 +398,13 @@ class Picky(cstorch.optim.Optimizer):
                 # the test reads the tensor its branch updates
                 if p.norm() > norm:
                     p.mul_(0.5)
-                p.sub_(group["lr"] * scale * shrink * buffer)
+                # a value the step sets further down, for the next step
+                if norm > 7:
+                    carried = group["gamma"] * norm
+                else:
+                    carried = norm * 1.0
+                group["gamma"] = 0.5
+                p.sub_(group["lr"] * scale * shrink * carried * buffer)
 '''
 
 
@@ -407,14 +413,15 @@ def test_a_tensor_if_that_is_not_a_pure_selection_of_one_value_stays(tmp_path: P
     and free of side effects, with an `else`, and no comment inside: an alias of state
     (updated in place later), an in-place op, a comment, a missing `else` for a name
     not bound above all stay; so
-    do in-place additions whose argument is changed in place, and an in-place update
-    under a test that reads the tensor it updates."""
+    do in-place additions whose argument is changed in place, an in-place update under
+    a test that reads the tensor it updates, and a branch reading a value the step sets
+    further down (it may not be set before the first step ends)."""
     path = tmp_path / "picky.py"
     path.write_text(SELECTIONS_LEFT_ALONE)
     ported = port_file(str(path), Config())
     assert ported.ported == path.read_bytes()
     assert sorted(f.location.line for f in ported.findings if f.code == "CS201") == \
-        [23, 28, 32, 37, 39, 44]
+        [23, 28, 32, 37, 39, 44, 47]
 
 
 def test_a_tensor_if_choosing_one_value_becomes_torch_where_beside_a_python_elif(

@@ -476,7 +476,8 @@ class _Rewriter:
             values = [v for _, block in branches for v in block] + \
                 [v for v in last if not isinstance(v, str)]
             if not all(_selectable(v) and _side_effect_free(v) for v in values) or \
-                    not all(_side_effect_free(t) for t, _ in branches):
+                    not all(_side_effect_free(t) for t, _ in branches) or \
+                    _reads_carried_value(statement, self._function_of(statement), values):
                 continue
             start, end = self.span(statement)
             if "#" in self.text[start:end]:
@@ -513,8 +514,7 @@ class _Rewriter:
             if block is None or [n for n, _ in block] != names:
                 return None
             return names, branches, [v for _, v in block]
-        function = next((a for a in self.ancestors(statement)
-                         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        function = self._function_of(statement)
         if function is None or not all(_bound_before(function, name, statement)
                                        and not _updated_in_place(function, name)
                                        for name in names):
@@ -537,13 +537,25 @@ class _Rewriter:
         inner = indent + _unit_indent(self.text, statement, indent)
         newline = _newline(self.text)
         rest = branches[1][1] if len(branches) > 1 else last
-        # A part over several lines keeps its lines' indentation relative to its start.
-        parts = [(self.code(first_test), first_test.col_offset),
-                 (self.code(first_value), first_value.col_offset),
-                 (selected, rest.col_offset if not isinstance(rest, str) else len(inner))]
-        arguments = "".join(f"{newline}{inner}{_shifted(part, len(inner) - column)},"
-                            for part, column in parts)
+        # A part over several lines keeps its lines' indentation relative to the line it
+        # starts on, which moves to `inner`.
+        parts = [(self.code(first_test), first_test), (self.code(first_value), first_value),
+                 (selected, rest if not isinstance(rest, str) else None)]
+        arguments = "".join(
+            f"{newline}{inner}{_shifted(part, len(inner) - self._line_indent(node))},"
+            for part, node in parts)
         return f"{name} = {self.torch}.where({arguments}{newline}{indent})"
+
+    def _function_of(self, node: ast.AST) -> ast.AST | None:
+        return next((a for a in self.ancestors(node)
+                     if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+
+    def _line_indent(self, node: ast.AST | None) -> int:
+        """The indentation of the line where `node` starts (0 for none)."""
+        if node is None:
+            return 0
+        line = self.source.line_text(node.lineno)
+        return len(line) - len(line.lstrip())
 
     def _select(self, test: ast.expr, value: ast.expr | str, otherwise: str,
                 tensor_tests: set[int]) -> str:
@@ -584,10 +596,11 @@ class _Rewriter:
                     return None
                 otherwise = self._increment_code(last[1])
             break
+        arguments = [argument for call in _increment_calls(statement)
+                     for argument in (*call.args, *(k.value for k in call.keywords))]
         if not all(_side_effect_free(t) for t, _ in branches) or \
-                not all(_side_effect_free(argument)
-                        for call in _increment_calls(statement)
-                        for argument in (*call.args, *(k.value for k in call.keywords))):
+                not all(_side_effect_free(argument) for argument in arguments) or \
+                _reads_carried_value(statement, self._function_of(statement), arguments):
             return None
         start, end = self.span(statement)
         if "#" in self.text[start:end]:
@@ -603,7 +616,7 @@ class _Rewriter:
                 _unit_indent(self.text, statement, self.indent_of(statement))
             newline = _newline(self.text)
             arguments = "".join(f"{newline}{inner}{part}," for part in (
-                _shifted(self.code(test), len(inner) - test.col_offset), increment, selected))
+                _shifted(self.code(test), len(inner) - self._line_indent(test)), increment, selected))
             line = f"{receiver}.add_({self.torch}.where({arguments}{newline}" \
                    f"{self.indent_of(statement)}))"
         return Edit(start, end, line)
@@ -622,7 +635,8 @@ class _Rewriter:
             return None
         updates = [(s, True) for s in statement.body] + [(s, False) for s in statement.orelse]
         chains = [(_in_place_chain(s), taken) for s, taken in updates]
-        if any(chain is None for chain, _ in chains):
+        if any(chain is None for chain, _ in chains) or _reads_carried_value(
+                statement, self._function_of(statement), [s for s, _ in updates]):
             return None
         # The test must not read what the branches update (it is evaluated again for
         # each statement).
@@ -1241,6 +1255,34 @@ def _assignment_block(body: list[ast.stmt]) -> list[tuple[str, ast.expr]] | None
             return None
         found.append((target.id, statement.value))
     return found or None
+
+
+def _reads_carried_value(statement: ast.stmt, function: ast.AST | None,
+                         values: list[ast.AST]) -> bool:
+    """Whether a value reads an entry or attribute (`group["gamma"]`, `self.d`) that
+    the function writes after `statement`: a value carried from the last step, which a
+    branch may read only once it is set (AvaGrad's `gamma` is None before the first
+    step ends). Computing that branch unconditionally could fail."""
+    if function is None:
+        return False
+    written = {ast.dump(target) for node in ast.walk(function)
+               if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+               and node.lineno > statement.end_lineno
+               for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+               for target in ast.walk(target)
+               if isinstance(target, (ast.Subscript, ast.Attribute))
+               and isinstance(target.ctx, ast.Store)}
+    if not written:
+        return False
+    return any(isinstance(n, (ast.Subscript, ast.Attribute)) and
+               ast.dump(_as_store(n)) in written for value in values for n in ast.walk(value))
+
+
+def _as_store(node: ast.Subscript | ast.Attribute) -> ast.AST:
+    """The node as an assignment target (its dump then matches a target's)."""
+    if isinstance(node, ast.Subscript):
+        return ast.Subscript(value=node.value, slice=node.slice, ctx=ast.Store())
+    return ast.Attribute(value=node.value, attr=node.attr, ctx=ast.Store())
 
 
 def _bound_before(function: ast.AST, name: str, statement: ast.stmt) -> bool:
