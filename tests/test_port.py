@@ -404,7 +404,12 @@ class Picky(cstorch.optim.Optimizer):
                 else:
                     carried = norm * 1.0
                 group["gamma"] = 0.5
-                p.sub_(group["lr"] * scale * shrink * carried * buffer)
+                kept = norm * 1.0
+                # `kept` is read after the branch: computing it always would change it
+                if norm > 9:
+                    kept = norm * 3.0
+                    p.mul_(0.5)
+                p.sub_(group["lr"] * scale * shrink * carried * kept * buffer)
 '''
 
 
@@ -414,14 +419,15 @@ def test_a_tensor_if_that_is_not_a_pure_selection_of_one_value_stays(tmp_path: P
     (updated in place later), an in-place op, a comment, a missing `else` for a name
     not bound above all stay; so
     do in-place additions whose argument is changed in place, an in-place update under
-    a test that reads the tensor it updates, and a branch reading a value the step sets
-    further down (it may not be set before the first step ends)."""
+    a test that reads the tensor it updates, a branch reading a value the step sets
+    further down (it may not be set before the first step ends), and a branch whose
+    local is read after it."""
     path = tmp_path / "picky.py"
     path.write_text(SELECTIONS_LEFT_ALONE)
     ported = port_file(str(path), Config())
     assert ported.ported == path.read_bytes()
     assert sorted(f.location.line for f in ported.findings if f.code == "CS201") == \
-        [23, 28, 32, 37, 39, 44, 47]
+        [23, 28, 32, 37, 39, 44, 47, 54]
 
 
 def test_a_tensor_if_choosing_one_value_becomes_torch_where_beside_a_python_elif(

@@ -633,15 +633,23 @@ class _Rewriter:
         if id(test) not in tensor_tests or not _side_effect_free(test) or \
                 (statement.orelse and isinstance(statement.orelse[0], ast.If)):
             return None
+        function = self._function_of(statement)
         updates = [(s, True) for s in statement.body] + [(s, False) for s in statement.orelse]
-        chains = [(_in_place_chain(s), taken) for s, taken in updates]
-        if any(chain is None for chain, _ in chains) or _reads_carried_value(
-                statement, self._function_of(statement), [s for s, _ in updates]):
+        # A temporary a branch computes for itself runs unconditionally, as it is.
+        temporaries = {id(s) for s, taken in updates
+                       if _branch_temporary(s, statement, taken, function)}
+        chains = [(None if id(s) in temporaries else _in_place_chain(s), taken)
+                  for s, taken in updates]
+        if any(chain is None and id(s) not in temporaries
+               for (chain, _), (s, _) in zip(chains, updates)) or \
+                not any(chain is not None for chain, _ in chains) or \
+                _reads_carried_value(statement, function, [s for s, _ in updates]):
             return None
-        # The test must not read what the branches update (it is evaluated again for
-        # each statement).
-        receivers = {n.id for (place, _), _ in chains for n in ast.walk(place)
-                     if isinstance(n, ast.Name)}
+        # The test must not read what the branches update or compute (it is evaluated
+        # again for each statement).
+        receivers = {n.id for (chain, _) in chains if chain is not None
+                     for n in ast.walk(chain[0]) if isinstance(n, ast.Name)} | \
+            {s.targets[0].id for s, _ in updates if id(s) in temporaries}
         if any(isinstance(n, ast.Name) and n.id in receivers for n in ast.walk(test)):
             return None
         start, end = self.span(statement)
@@ -653,7 +661,12 @@ class _Rewriter:
         newline, indent = _newline(self.text), self.indent_of(statement)
         inner = indent + _unit_indent(self.text, statement, indent)
         lines = []
-        for (place, calls), taken in chains:
+        for (chain, taken), (original, _) in zip(chains, updates):
+            if chain is None:
+                lines.append(_shifted(self.code(original),
+                                      len(indent) - self._line_indent(original)))
+                continue
+            place, calls = chain
             receiver = self.code(place)
             value = receiver
             for call in calls:
@@ -1366,6 +1379,44 @@ def _in_place_chain(statement: ast.stmt) -> tuple[ast.expr, list[ast.Call]] | No
             any(k.arg is None for c in calls for k in c.keywords):
         return None
     return node, calls
+
+
+def _branch_temporary(statement: ast.stmt, branch_of: ast.If, taken: bool,
+                      function: ast.AST | None) -> bool:
+    """`update = de_nom.reciprocal().lerp_(de_nom, weight=w)` in one branch of
+    `branch_of`: a name assigned a value free of outside effects, read nowhere but later
+    in its own branch (so computing it when the branch is not taken changes nothing)."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and function is not None
+            and _effects_stay_local(statement.value)):
+        return False
+    name = statement.targets[0].id
+    own = branch_of.body if taken else branch_of.orelse
+    inside = {id(n) for s in own for n in ast.walk(s)}
+    return not any(isinstance(n, ast.Name) and n.id == name and id(n) not in inside
+                   for n in ast.walk(function))
+
+
+# Tensor methods whose result is a new tensor (never a view of their receiver).
+_ALLOCATING = frozenset({
+    "reciprocal", "sqrt", "rsqrt", "clone", "add", "sub", "mul", "div", "abs", "exp", "log",
+    "neg", "pow", "square", "sign", "sigmoid", "tanh", "lerp", "addcmul", "addcdiv",
+    "clamp", "maximum", "minimum", "norm", "sum", "mean"})
+
+
+def _effects_stay_local(node: ast.expr) -> bool:
+    """Free of side effects, but for in-place ops on a new tensor (`x.sqrt().add_(e)`):
+    what they change exists only inside the expression."""
+    for child in ast.walk(node):
+        if isinstance(child, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda)):
+            return False
+        if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) \
+                and child.func.attr.endswith("_") and not child.func.attr.startswith("_"):
+            receiver = child.func.value
+            if not (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
+                    and receiver.func.attr in _ALLOCATING | set(_OUT_OF_PLACE)):
+                return False
+    return True
 
 
 def _is_place(node: ast.expr) -> bool:
