@@ -152,3 +152,38 @@ def test_a_submodule_passed_a_tensor_tests_it_where_it_is(tmp_path):
                     x = layer(x)
                 return self.gate(x.mean()) * x
         """) == {(3, "CS201")}
+
+
+def test_a_value_computed_from_a_group_tensor_stays_one_through_an_annotation(tmp_path):
+    """`group["step"]` made a tensor in preinitialize is an exact source, and so is what
+    is computed from it however long the chain (the message keeps only its last steps):
+    a helper's `flag: bool` does not hide it, as it hides a value of unknown origin."""
+    assert traced_findings(tmp_path, """\
+        import cerebras.pytorch as cstorch
+
+
+        class Switching(cstorch.optim.Optimizer):
+            def __init__(self, params, lr=0.1):
+                super().__init__(params, dict(lr=lr))
+
+            def preinitialize(self):
+                for group in self.param_groups:
+                    group["step"] = cstorch.zeros(())
+
+            def _update(self, p, flag: bool, other: bool):
+                if flag:
+                    p.mul_(0.5)
+                if other:
+                    p.mul_(2.0)
+
+            @torch.no_grad()
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    group["step"] += 1
+                    rate = torch.clamp(1.0 - group["step"] * 0.1, min=0.0)
+                    scaled = rate * 2.0 + 1.0
+                    shifted = scaled - 0.5
+                    switched = shifted >= 0.5
+                    for p in group["params"]:
+                        self._update(p, switched, p.grad.norm() > 1)
+        """) == {(13, "CS201")}

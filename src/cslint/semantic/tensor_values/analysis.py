@@ -15,10 +15,10 @@ from cslint.semantic.tensor_values.facts import (
     TracedFact, fact_kind, fact_order, reading_order, with_chain,
 )
 from cslint.semantic.tensor_values.values import (
-    DEVICE, ArgumentChain, ChainStep, Tensor, Value, argument_chains, filled, filled_chain,
+    DEVICE, ArgumentChain, Tensor, Value, argument_chains, filled, filled_chain,
     holds_placeholder, value_signature, with_argument_placeholders, without_class,
 )
-from cslint.semantic.tensor_values.walker import GROUP_TENSOR, FunctionWalker
+from cslint.semantic.tensor_values.walker import FunctionWalker
 
 MAX_CALL_DEPTH = 24
 
@@ -90,7 +90,7 @@ class TensorValueAnalysis:
         result = list(bindings)
         for index, (name, value) in enumerate(zip(function.parameter_names, bindings)):
             if value is None or value is DEVICE or (
-                    value.__class__ is Tensor and (value.scheduled or _from_group_tensor(value))):
+                    value.__class__ is Tensor and (value.scheduled or value.grouped)):
                 continue
             if annotated is None:
                 annotated = self.non_tensor_parameters(function)
@@ -229,7 +229,4 @@ class TensorValueAnalysis:
         return self.class_attributes.python_keys_anywhere
 
 
-def _from_group_tensor(value: Tensor) -> bool:
-    """Whether the value's chain starts at a param-group tensor the class makes."""
-    return any(step.__class__ is ChainStep and step.template is GROUP_TENSOR
-               for step in value.why)
+

@@ -23,6 +23,10 @@ class Tensor:
     why: tuple[str, ...]
     scheduled: bool = False  # a scheduled hyperparameter (the lr) or computed from one
     boolean: bool = False  # provably of dtype bool (for CS206)
+    # A param-group tensor the class makes (`group["step"]` made in preinitialize), or
+    # computed from one: an exact source, whatever a callee's annotation says (`why`
+    # keeps only the last steps of the chain, so it cannot tell).
+    grouped: bool = False
 
     def changed(self, *, device: bool | None = None, why: tuple | None = None,
                 scheduled: bool | None = None, boolean: bool | None = None) -> "Tensor":
@@ -30,7 +34,7 @@ class Tensor:
         return Tensor(self.device if device is None else device,
                       self.why if why is None else why,
                       self.scheduled if scheduled is None else scheduled,
-                      self.boolean if boolean is None else boolean)
+                      self.boolean if boolean is None else boolean, self.grouped)
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -104,7 +108,8 @@ def join(a: Value, b: Value) -> Value:
     if isinstance(a, Tensor) and isinstance(b, Tensor):
         if a.device != b.device:
             return a if a.device else b
-        return a.changed(scheduled=a.scheduled or b.scheduled, boolean=a.boolean and b.boolean)
+        return Tensor(a.device, a.why, a.scheduled or b.scheduled, a.boolean and b.boolean,
+                      a.grouped or b.grouped)
     if isinstance(a, Tensor):
         return a  # a tensor on any path stays a tensor
     if isinstance(b, Tensor):
@@ -163,7 +168,8 @@ def combine(values: Iterable[Value], step) -> Value:
     base = device[0] if device else tensors[0]
     step = source_step(step) if isinstance(step, ast.AST) else step
     return Tensor(bool(device), (step, *base.why)[:4],
-                  scheduled=any(t.scheduled for t in tensors))
+                  scheduled=any(t.scheduled for t in tensors),
+                  grouped=any(t.grouped for t in tensors))
 
 
 def element_of(value: Value) -> Value:
@@ -304,7 +310,7 @@ def with_argument_placeholders(bindings: tuple, owner: object) -> tuple:
             slot = slots[0]
             slots[0] += 1
             return Tensor(value.device, (ArgumentChain(owner, slot),), value.scheduled,
-                          value.boolean)
+                          value.boolean, value.grouped)
         if kind is Sequence:
             return Sequence(tuple(placed(item) for item in value.items))
         if kind is Container:
@@ -395,7 +401,7 @@ def value_signature(value: Value) -> object:
     if value is None:
         return None
     if kind is Tensor:
-        return ("T", value.device, value.scheduled, value.boolean)
+        return ("T", value.device, value.scheduled, value.boolean, value.grouped)
     if kind is Marker:
         ref = value.ref
         return ("M", value.kind, tuple(map(id, ref)) if ref.__class__ is tuple else id(ref))

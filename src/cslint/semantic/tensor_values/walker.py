@@ -184,7 +184,8 @@ class FunctionWalker(StatementWalker):
         if isinstance(target, ast.Name):
             if isinstance(value, Tensor):
                 value = Tensor(value.device, (ChainStep("{} = {}", target.id, value_node),
-                                              *value.why)[:4], value.scheduled, value.boolean)
+                                              *value.why)[:4], value.scheduled, value.boolean,
+                               value.grouped)
             self.env[target.id] = value
         elif isinstance(target, (ast.Tuple, ast.List)):
             starred = next((i for i, e in enumerate(target.elts)
@@ -273,7 +274,7 @@ class FunctionWalker(StatementWalker):
             if attr in METADATA_ATTRIBUTES:
                 return None
             return Tensor(base.device, (source_step(node), *base.why)[:4], base.scheduled,
-                          base.boolean and attr in ("data", "T", "mT"))
+                          base.boolean and attr in ("data", "T", "mT"), base.grouped)
         if isinstance(base, Marker):
             return self.marker_attribute(base, attr, node)
         if isinstance(base, Container) and attr in ("data",):
@@ -326,7 +327,7 @@ class FunctionWalker(StatementWalker):
                 if key in self.analysis.group_keys_anywhere:
                     self.analysis.note_class_use(True)
                     if key in self.analysis.group_tensor_keys(self.ref):
-                        return Tensor(True, (ChainStep(GROUP_TENSOR, node),))
+                        return Tensor(True, (ChainStep(GROUP_TENSOR, node),), grouped=True)
                 return None
             if base.kind == "param_groups":
                 return Marker("group")
@@ -351,7 +352,8 @@ class FunctionWalker(StatementWalker):
             if isinstance(index, Tensor) and index.boolean and base.device:
                 self.analysis.record(MaskSelection(self.function, node, index_node))
             return Tensor(base.device or is_device(index),
-                          (source_step(node), *base.why)[:4], scheduled=base.scheduled)
+                          (source_step(node), *base.why)[:4], scheduled=base.scheduled,
+                          grouped=base.grouped)
         if index_node.__class__ is ast.Slice and isinstance(base, (Container, Sequence)):
             return sliced(base, index_node)
         if isinstance(base, Sequence):
