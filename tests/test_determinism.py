@@ -106,3 +106,28 @@ def test_a_shared_helper_explains_each_caller_by_its_own_argument(tmp_path):
         edited.write("# an edit\n")
     # A warm run re-checks first.py alone: what it says equals a fresh run.
     assert check(tmp_path, "first.py", "second.py", "shared.py") == fresh
+
+
+def test_with_no_jobs_asked_for_a_small_run_shares_nothing(fixtures_project, monkeypatch):
+    """The default (the CPUs) forks workers only for a run of enough files to pay for
+    them; a number asked for is used as it is."""
+    from cslint import engine, parallel
+    from cslint.config import Config
+
+    shared = []
+
+    def fake_map(work, count, jobs, report):
+        shared.append(jobs)
+        return [work(index) for index in range(count)]
+
+    monkeypatch.setattr(parallel, "map_in_workers", fake_map)
+    monkeypatch.setattr(parallel, "default_jobs", lambda: 4)
+    paths = [str(fixtures_project / "fixtures")]
+    default = engine.lint(paths, Config(), jobs=None)
+    assert shared == [] and default.files_checked < engine._FILES_TO_SHARE_BY_DEFAULT
+    asked = engine.lint(paths, Config(), jobs=2)
+    assert shared == [2]
+    monkeypatch.setattr(engine, "_FILES_TO_SHARE_BY_DEFAULT", 1)
+    engine.lint(paths, Config(), jobs=None)
+    assert shared == [2, 4]
+    assert [f.sort_key() for f in asked.findings] == [f.sort_key() for f in default.findings]

@@ -77,7 +77,7 @@ def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None
         fix_mode: FixMode = FixMode.CHECK, unsafe_fixes: bool = False,
         detail: ReportDetail = ReportDetail(), baseline: Baseline | None = None,
         cache: CacheOptions | None = None,
-        progress: Callable[[str, int, int], None] | None = None, jobs: int = 1
+        progress: Callable[[str, int, int], None] | None = None, jobs: int | None = 1
         ) -> RunResult:
     """Lint `paths` (`-` stands for `stdin`: its display name and its bytes) under
     `config`, then fix as `fix_mode` asks: the safe fixes, the unsafe ones too when

@@ -157,8 +157,8 @@ def resolve_config(paths: tuple[str, ...], config_path: str | None, no_config: b
 @click.option("--baseline", "baseline_path", type=str, metavar="FILE", help="Report only the "
               "findings this baseline does not record (default: `baseline` in [tool.cslint]).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Processes to share the per-file checks (default: the CPUs; 1: no "
-              "other process).")
+              help="Processes to share the per-file checks (default: the CPUs, for a "
+              "run of enough files to pay for them; 1: no other process).")
 @click.option("--no-cache", is_flag=True, help="Check every file again, and keep no findings "
               "cache.")
 @click.option("--cache-dir", type=str, metavar="DIR", help="The findings cache's folder "
@@ -173,7 +173,6 @@ def check(paths, select, ignore, extend_select, output_format, output_file, show
     from cslint.app import STDIN, FixMode, ReportDetail, run
     from cslint.baseline import BaselineError, load_baseline
     from cslint.engine import CacheOptions
-    from cslint.parallel import default_jobs
     from cslint.progress import terminal_progress
 
     if write_baseline is not None and (fix or diff):
@@ -222,7 +221,7 @@ def check(paths, select, ignore, extend_select, output_format, output_file, show
                      baseline=baseline,
                      cache=None if no_cache else CacheOptions(
                          Path(cache_dir) if cache_dir is not None else config.cache_dir),
-                     progress=progress, jobs=jobs or default_jobs())
+                     progress=progress, jobs=jobs)
     finally:
         if progress is not None:
             progress.close()
