@@ -438,3 +438,58 @@ def test_a_tensor_if_choosing_one_value_becomes_torch_where_beside_a_python_elif
     assert "rt = torch.where(\n                n_sma >= group[\"n_sma_threshold\"]," in ported
     assert '(1.0 if group["degenerated_to_sgd"] else 0.0),' in ported
     assert "if n_sma" not in ported and "elif group" not in ported
+
+
+HELPED_AND_NOT = '''\
+import torch
+import cerebras.pytorch as cstorch
+
+
+def _clip(update):
+    if update.norm() > 1.0:
+        return update / update.norm()
+    return update
+
+
+def _scaled(update, lr):
+    return _clip(update) * lr
+
+
+class Clipped(cstorch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    def preinitialize(self):
+        pass
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.sub_(_scaled(p.grad, group["lr"]))
+
+
+class Plain(cstorch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    def preinitialize(self):
+        pass
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.sub_(group["lr"] * p.grad)
+'''
+
+
+def test_a_class_is_not_ported_while_a_module_function_it_calls_keeps_a_finding(
+        tmp_path: Path):
+    """The codes of a class include those in the file's functions it calls, through
+    one another; a class that calls none of them is not charged with them."""
+    path = tmp_path / "clipped.py"
+    path.write_text(HELPED_AND_NOT)
+    ported = port_file(str(path), Config())
+    assert {c.name: c.remaining for c in ported.classes} == \
+        {"Clipped": ("CS201",), "Plain": ()}

@@ -122,18 +122,37 @@ def port_file(path: str, config: Config, runtime_reference: bool = False,
 
 
 def _classes(linted: LintResult, shown: str) -> list[PortedClass]:
-    """The file's optimizer classes, each with the codes found inside it."""
+    """The file's optimizer classes, each with the codes found inside it or inside the
+    file's module-level functions it calls (directly or through one another:
+    `projection(p, grad, ...)` called from `step`)."""
+    tree = linted.trees.get(shown)
+    functions = {n.name: n for n in tree.body
+                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} if tree else {}
     result = []
     for ref, kinds in linted.project.classified_classes:
         info = ref.info
         if info is None or info.module.display_path != shown or not kinds.optimizer \
                 or linted.project.is_machinery(ref):
             continue
-        node = info.node
+        spans = [info.node] + [functions[name] for name in _called_functions(info.node,
+                                                                             functions)]
         codes = sorted({f.code for f in linted.findings if f.path == shown
-                        and node.lineno <= f.location.line <= node.end_lineno})
+                        and any(n.lineno <= f.location.line <= n.end_lineno for n in spans)})
         result.append(PortedClass(info.name, tuple(codes)))
     return result
+
+
+def _called_functions(owner: ast.AST, functions: dict[str, ast.AST]) -> list[str]:
+    """The names of `functions` that code in `owner` calls by name, and those they call."""
+    found: list[str] = []
+    pending = [owner]
+    while pending:
+        for node in ast.walk(pending.pop()):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in functions and node.func.id not in found:
+                found.append(node.func.id)
+                pending.append(functions[node.func.id])
+    return found
 
 
 def _round(linted: LintResult, shown: str, statement: str, config: Config) -> bytes | None:
