@@ -6,8 +6,6 @@ look-alike runs five steps clean.
 
 from __future__ import annotations
 
-import gc
-
 import numpy as np
 import pytest
 import torch
@@ -471,34 +469,40 @@ def test_python_310_fallback_reports_truth_values_as_if_tests(monkeypatch):
     )
 
 
-def test_provenance_of_step_temporaries_does_not_accumulate(monkeypatch, request):
+def test_provenance_sweeps_dead_marks_and_keeps_live_ones(monkeypatch):
+    """Marks hold no callback: the dead ones go in bulk once the registry passes a
+    threshold, which then becomes twice what is left. (A dead tensor's id is often
+    reused by the next temporary, whose mark then replaces it; the sweep is for the
+    ones that are not.)"""
     from cslint.cstorch import provenance
 
-    def live() -> int:
-        return sum(1 for ref in provenance.registry.values() if ref() is not None)
+    monkeypatch.setattr(provenance, "registry", {})
+    monkeypatch.setattr(provenance, "_MIN_SWEEP_SIZE", 8)
+    monkeypatch.setattr(provenance, "_sweep_at", 100)  # no sweep while planting
+    live = [torch.zeros(1) for _ in range(3)]
+    dying = [torch.zeros(1) for _ in range(6)]  # alive together: six distinct ids
+    for tensor in live + dying:
+        provenance.mark(tensor, provenance.PARAMETER)
+    del dying, tensor
+    assert sum(ref() is None for ref in provenance.registry.values()) == 6
+    monkeypatch.setattr(provenance, "_sweep_at", 8)
+    provenance.mark(torch.zeros(1), provenance.PARAMETER)  # the tenth mark: a sweep
+    assert len(provenance.registry) == 4  # the live three and the one being marked
+    assert all(provenance.origin_of(t) is provenance.PARAMETER for t in live)
+    assert provenance._sweep_at == 8  # twice what was left, at least the floor
 
-    # Other tests' tensors held in cycles must not die midway (the cyclic collector runs
-    # when it likes): the bound below counts what is alive at the end.
-    gc.collect()
-    if gc.isenabled():
-        gc.disable()
-        request.addfinalizer(gc.enable)
-    optimizer = BodyOptimizer(make_params(), tensor_selections)
-    run_steps(optimizer, steps=1)
-    # One step with no sweep: how many marks it adds (its temporaries, dead after it).
-    monkeypatch.setattr(provenance, "_sweep_at", 1 << 30)
-    before = len(provenance.registry)
-    run_steps(optimizer, steps=1)
-    per_step = len(provenance.registry) - before
-    assert per_step > 0
-    # Now sweep early, so that a few steps show it: the registry stays within twice
-    # what is alive, where without the sweep it would grow by `per_step` every step.
+
+def test_a_traced_step_leaves_marks_that_the_sweep_bounds(monkeypatch):
+    """Forty steps with a small threshold: the registry never grows past twice what was
+    alive at its last sweep (with the threshold's floor)."""
+    from cslint.cstorch import provenance
+
     monkeypatch.setattr(provenance, "_MIN_SWEEP_SIZE", 64)
     monkeypatch.setattr(provenance, "_sweep_at", 64)
-    steps = 40
-    run_steps(optimizer, steps=steps)
-    bound = max(2 * (live() + per_step), 64) + per_step
-    assert len(provenance.registry) <= bound < before + steps * per_step
+    optimizer = BodyOptimizer(make_params(), tensor_selections)
+    run_steps(optimizer, steps=40)
+    assert len(provenance.registry) <= provenance._sweep_at + 1
+    assert provenance._sweep_at >= 64
 
 
 def test_compliance_errors_pickle():
