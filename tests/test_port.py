@@ -405,11 +405,18 @@ class Picky(cstorch.optim.Optimizer):
                     carried = norm * 1.0
                 group["gamma"] = 0.5
                 kept = norm * 1.0
+                # both lines would test `kept`, which the first one sets
+                if kept > 2:
+                    kept = norm * 0.5
+                    other = kept * 2.0
+                else:
+                    kept = norm * 0.25
+                    other = kept * 4.0
                 # `kept` is read after the branch: computing it always would change it
                 if norm > 9:
                     kept = norm * 3.0
                     p.mul_(0.5)
-                p.sub_(group["lr"] * scale * shrink * carried * kept * buffer)
+                p.sub_(group["lr"] * scale * shrink * carried * kept * other * buffer)
 '''
 
 
@@ -420,14 +427,14 @@ def test_a_tensor_if_that_is_not_a_pure_selection_of_one_value_stays(tmp_path: P
     not bound above all stay; so
     do in-place additions whose argument is changed in place, an in-place update under
     a test that reads the tensor it updates, a branch reading a value the step sets
-    further down (it may not be set before the first step ends), and a branch whose
-    local is read after it."""
+    further down (it may not be set before the first step ends), a branch whose local
+    is read after it, and names assigned by branches whose test reads one of them."""
     path = tmp_path / "picky.py"
     path.write_text(SELECTIONS_LEFT_ALONE)
     ported = port_file(str(path), Config())
     assert ported.ported == path.read_bytes()
     assert sorted(f.location.line for f in ported.findings if f.code == "CS201") == \
-        [23, 28, 32, 37, 39, 44, 47, 54]
+        [23, 28, 32, 37, 39, 44, 47, 54, 61]
 
 
 def test_a_tensor_if_choosing_one_value_becomes_torch_where_beside_a_python_elif(

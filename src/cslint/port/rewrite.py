@@ -494,7 +494,12 @@ class _Rewriter:
             names, branches, last = chain
             values = [v for _, block in branches for v in block] + \
                 [v for v in last if not isinstance(v, str)]
-            if not all(_selectable(v) and _side_effect_free(v) for v in values) or \
+            # Each line tests again: a test must not read a name an earlier line set.
+            rebinds_tested = len(names) > 1 and any(
+                isinstance(n, ast.Name) and n.id in names
+                for t, _ in branches for n in ast.walk(t))
+            if rebinds_tested or \
+                    not all(_selectable(v) and _side_effect_free(v) for v in values) or \
                     not all(_side_effect_free(t) for t, _ in branches) or \
                     _reads_carried_value(statement, self._function_of(statement), values):
                 continue
