@@ -554,21 +554,29 @@ class _Rewriter:
         for branch_test, value in reversed(branches[1:]):
             selected = self._select(branch_test, value, selected, tensor_tests)
         first_test, first_value = branches[0]
-        line = f"{name} = {self._select(first_test, first_value, selected, tensor_tests)}"
+        condition = self._condition(first_test, tensor_tests)
+        if condition is None:
+            return f"{name} = {self._select(first_test, first_value, selected, tensor_tests)}"
+        rest = branches[1][1] if len(branches) > 1 else last
+        return self._where(statement, f"{name} = ", "", [
+            (condition, first_test), (self.code(first_value), first_value),
+            (selected, None if isinstance(rest, str) else rest)])
+
+    def _where(self, statement: ast.stmt, head: str, tail: str,
+               arguments: list[tuple[str, ast.AST | None]]) -> str:
+        """`{head}torch.where(a, b, c){tail}` in place of `statement`; past
+        `_LINE_LENGTH`, one argument a line. An argument's code over several lines keeps
+        its lines' indentation relative to the line its node starts on (given with it)."""
+        line = f"{head}{self.torch}.where({', '.join(code for code, _ in arguments)}){tail}"
         indent = self.indent_of(statement)
-        if len(indent) + len(line) <= _LINE_LENGTH or id(first_test) not in tensor_tests:
+        if len(indent) + len(line) <= _LINE_LENGTH:
             return line
         inner = indent + _unit_indent(self.text, statement, indent)
         newline = _newline(self.text)
-        rest = branches[1][1] if len(branches) > 1 else last
-        # A part over several lines keeps its lines' indentation relative to the line it
-        # starts on, which moves to `inner`.
-        parts = [(self.code(first_test), first_test), (self.code(first_value), first_value),
-                 (selected, rest if not isinstance(rest, str) else None)]
-        arguments = "".join(
-            f"{newline}{inner}{_shifted(part, len(inner) - self._line_indent(node))},"
-            for part, node in parts)
-        return f"{name} = {self.torch}.where({arguments}{newline}{indent})"
+        lines = "".join(
+            f"{newline}{inner}{_shifted(code, len(inner) - self._line_indent(node))},"
+            for code, node in arguments)
+        return f"{head}{self.torch}.where({lines}{newline}{indent}){tail}"
 
     def _function_of(self, node: ast.AST) -> ast.AST | None:
         return next((a for a in self.ancestors(node)
@@ -583,18 +591,25 @@ class _Rewriter:
 
     def _select(self, test: ast.expr, value: ast.expr | str, otherwise: str,
                 tensor_tests: set[int]) -> str:
+        """`value` where `test` holds, else `otherwise`, as one expression."""
         chosen = value if isinstance(value, str) else self.code(value)
-        compares = any(isinstance(n, ast.Compare) for n in ast.walk(test))
-        if id(test) not in tensor_tests and not compares:
-            # An option (`group["degenerated_to_sgd"]`) stays a Python choice.
+        condition = self._condition(test, tensor_tests)
+        if condition is None:
             return f"({chosen} if {self.code(test)} else {otherwise})"
-        condition = self.code(test)
+        return f"{self.torch}.where({condition}, {chosen}, {otherwise})"
+
+    def _condition(self, test: ast.expr, tensor_tests: set[int]) -> str | None:
+        """The condition `torch.where` is given for `test`; None for an option
+        (`group["degenerated_to_sgd"]`), which stays a Python choice."""
+        if id(test) not in tensor_tests and \
+                not any(isinstance(n, ast.Compare) for n in ast.walk(test)):
+            return None
         if id(test) not in tensor_tests or isinstance(test, ast.BoolOp):
             # A comparison the linter could not type may be of a tensor (the next
             # branch's `step_size > 0`), and `not option or t > 0` is a Python bool or
             # a tensor as the option is: torch.where takes either as a tensor.
-            condition = f"{self.torch}.as_tensor({condition})"
-        return f"{self.torch}.where({condition}, {chosen}, {otherwise})"
+            return f"{self.torch}.as_tensor({self.code(test)})"
+        return self.code(test)
 
     def _selected_update(self, statement: ast.If, tensor_tests: set[int]) -> Edit | None:
         """`if t > 0: p.addcdiv_(a, b, value=-s)` / `elif s > 0: p.add_(a, alpha=-s)`:
@@ -633,17 +648,12 @@ class _Rewriter:
         for test, increment in reversed(branches[1:]):
             selected = self._select(test, increment, selected, tensor_tests)
         test, increment = branches[0]
-        line = f"{receiver}.add_({self._select(test, increment, selected, tensor_tests)})"
-        if len(self.indent_of(statement)) + len(line) > _LINE_LENGTH and \
-                id(test) in tensor_tests and not isinstance(test, ast.BoolOp):
-            inner = self.indent_of(statement) + \
-                _unit_indent(self.text, statement, self.indent_of(statement))
-            newline = _newline(self.text)
-            arguments = "".join(f"{newline}{inner}{part}," for part in (
-                _shifted(self.code(test), len(inner) - self._line_indent(test)), increment, selected))
-            line = f"{receiver}.add_({self.torch}.where({arguments}{newline}" \
-                   f"{self.indent_of(statement)}))"
-        return Edit(start, end, line)
+        condition = self._condition(test, tensor_tests)
+        if condition is None:
+            return Edit(start, end, f"{receiver}.add_("
+                                    f"{self._select(test, increment, selected, tensor_tests)})")
+        return Edit(start, end, self._where(statement, f"{receiver}.add_(", ")", [
+            (condition, test), (increment, None), (selected, None)]))
 
     def _selected_in_place(self, statement: ast.If, tensor_tests: set[int]) -> Edit | None:
         """`if t > 1: c.div_(t)` / `else: p.mul_(m).add_(g)`: each statement one chain of
@@ -679,11 +689,8 @@ class _Rewriter:
         start, end = self.span(statement)
         if "#" in self.text[start:end]:
             return None
-        condition = self.code(test)
-        if isinstance(test, ast.BoolOp):
-            condition = f"{self.torch}.as_tensor({condition})"
-        newline, indent = _newline(self.text), self.indent_of(statement)
-        inner = indent + _unit_indent(self.text, statement, indent)
+        condition = self._condition(test, tensor_tests)
+        indent = self.indent_of(statement)
         lines = []
         for (chain, taken), (original, _) in zip(chains, updates):
             if chain is None:
@@ -698,13 +705,9 @@ class _Rewriter:
                 value = f"{value}.{_OUT_OF_PLACE[call.func.attr]}({arguments})" \
                     if call.func.attr != "copy_" else self.code(call.args[0])
             chosen = (value, receiver) if taken else (receiver, value)
-            line = f"{receiver}.copy_({self.torch}.where({condition}, {chosen[0]}, {chosen[1]}))"
-            if len(indent) + len(line) > _LINE_LENGTH:
-                arguments = "".join(f"{newline}{inner}{part}," for part in
-                                    (condition, *chosen))
-                line = f"{receiver}.copy_({self.torch}.where({arguments}{newline}{indent}))"
-            lines.append(line)
-        return Edit(start, end, (newline + indent).join(lines))
+            lines.append(self._where(statement, f"{receiver}.copy_(", ")", [
+                (condition, test), (chosen[0], None), (chosen[1], None)]))
+        return Edit(start, end, (_newline(self.text) + indent).join(lines))
 
     def _increment_code(self, call: ast.Call) -> str:
         """What `p.add_(x, alpha=a)` / `sub_` / `addcdiv_` / `addcmul_` adds to `p`."""
@@ -797,8 +800,7 @@ class _LazyStatePlan:
             if guard not in guards:
                 guards.append(guard)
         for (_, state_name), guards in by_method.items():
-            where = next(a for a in self.r.ancestors(guards[0])
-                         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)))
+            where = self.r._function_of(guards[0])
             if self._build_one(methods, where, state_name, guards):
                 return True
             self.edits.clear()
@@ -1253,13 +1255,20 @@ def _is_number(node: ast.expr, value: float | None = None) -> bool:
         and not isinstance(node.value, bool) and (value is None or node.value == value)
 
 
-def _side_effect_free(node: ast.expr) -> bool:
+def _side_effect_free(node: ast.expr, on_new_tensors: bool = False) -> bool:
+    """No assignment, yield, await or lambda, and no in-place op; with `on_new_tensors`,
+    in-place ops on a tensor the expression itself made (`x.sqrt().add_(e)`) are fine:
+    what they change exists only inside it."""
     for child in ast.walk(node):
         if isinstance(child, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda)):
             return False
         if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) \
                 and child.func.attr.endswith("_") and not child.func.attr.startswith("_"):
-            return False  # an in-place op
+            receiver = child.func.value
+            if not (on_new_tensors and isinstance(receiver, ast.Call)
+                    and isinstance(receiver.func, ast.Attribute)
+                    and receiver.func.attr in _ALLOCATING | set(_OUT_OF_PLACE)):
+                return False  # an in-place op on what exists outside the expression
     return True
 
 
@@ -1342,15 +1351,17 @@ def _updated_in_place(function: ast.AST, name: str) -> bool:
 
 
 def _selectable(node: ast.expr) -> bool:
-    """A value `torch.where` can select: computed afresh (`_fresh`), and not a list of
-    tensors (a display, a comprehension, a `_foreach_` op's result)."""
+    """A value `torch.where` can select: computed by the expression (a number,
+    arithmetic, a call's result), not an existing object it names (selecting a copy of
+    that would not alias it), and not a list of tensors (a display, a comprehension, a
+    `_foreach_` op's result)."""
     if isinstance(node, (ast.List, ast.ListComp, ast.Tuple, ast.Set, ast.SetComp, ast.Dict,
                          ast.DictComp, ast.GeneratorExp)):
         return False
     if isinstance(node, ast.Call) and (dotted_name(node.func) or "").rsplit(".", 1)[-1] \
             .startswith("_foreach_"):
         return False
-    return _fresh(node)
+    return not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Starred))
 
 
 _INCREMENTS = {"add_": ({1}, {"alpha"}), "sub_": ({1}, {"alpha"}),
@@ -1381,9 +1392,9 @@ _OUT_OF_PLACE = {name + "_": name for name in (
 
 
 def _in_place_chain(statement: ast.stmt) -> tuple[ast.expr, list[ast.Call]] | None:
-    """(place, calls) for `place.mul_(a).add_(b)` alone as a statement (`_is_place`): in-place ops with
-    an out-of-place twin (`copy_` only alone), positional or keyword arguments free of
-    side effects; None otherwise."""
+    """(place, calls) for `place.mul_(a).add_(b)` alone as a statement (`_is_place`):
+    in-place ops with an out-of-place twin (`copy_` only alone), positional or keyword
+    arguments free of side effects; None otherwise."""
     if not isinstance(statement, ast.Expr):
         return None
     calls: list[ast.Call] = []
@@ -1412,7 +1423,7 @@ def _branch_temporary(statement: ast.stmt, branch_of: ast.If, taken: bool,
     in its own branch (so computing it when the branch is not taken changes nothing)."""
     if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
             and isinstance(statement.targets[0], ast.Name) and function is not None
-            and _effects_stay_local(statement.value)):
+            and _side_effect_free(statement.value, on_new_tensors=True)):
         return False
     name = statement.targets[0].id
     own = branch_of.body if taken else branch_of.orelse
@@ -1426,21 +1437,6 @@ _ALLOCATING = frozenset({
     "reciprocal", "sqrt", "rsqrt", "clone", "add", "sub", "mul", "div", "abs", "exp", "log",
     "neg", "pow", "square", "sign", "sigmoid", "tanh", "lerp", "addcmul", "addcdiv",
     "clamp", "maximum", "minimum", "norm", "sum", "mean"})
-
-
-def _effects_stay_local(node: ast.expr) -> bool:
-    """Free of side effects, but for in-place ops on a new tensor (`x.sqrt().add_(e)`):
-    what they change exists only inside the expression."""
-    for child in ast.walk(node):
-        if isinstance(child, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda)):
-            return False
-        if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) \
-                and child.func.attr.endswith("_") and not child.func.attr.startswith("_"):
-            receiver = child.func.value
-            if not (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
-                    and receiver.func.attr in _ALLOCATING | set(_OUT_OF_PLACE)):
-                return False
-    return True
 
 
 def _is_place(node: ast.expr) -> bool:
@@ -1464,12 +1460,6 @@ def _increment_calls(statement: ast.If) -> list[ast.Call]:
             calls.extend(s.value for s in node.orelse)
             break
     return calls
-
-
-def _fresh(node: ast.expr) -> bool:
-    """A value computed by the expression (a number, arithmetic, a call's result), not
-    an existing object that it names: selecting a copy of it would not alias it."""
-    return not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Starred))
 
 
 def _is_param_groups(node: ast.expr) -> bool:
