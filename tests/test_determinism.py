@@ -110,7 +110,7 @@ def test_a_shared_helper_explains_each_caller_by_its_own_argument(tmp_path):
 
 def test_with_no_jobs_asked_for_a_small_run_shares_nothing(fixtures_project, monkeypatch):
     """The default (the CPUs) forks workers only for a run of enough files to pay for
-    them; a number asked for is used as it is."""
+    them; a number asked for is used as it is, to read the files and to check them."""
     from cslint import engine, parallel
     from cslint.config import Config
 
@@ -126,8 +126,31 @@ def test_with_no_jobs_asked_for_a_small_run_shares_nothing(fixtures_project, mon
     default = engine.lint(paths, Config(), jobs=None)
     assert shared == [] and default.files_checked < engine._FILES_TO_SHARE_BY_DEFAULT
     asked = engine.lint(paths, Config(), jobs=2)
-    assert shared == [2]
+    assert shared == [2, 2]
     monkeypatch.setattr(engine, "_FILES_TO_SHARE_BY_DEFAULT", 1)
     engine.lint(paths, Config(), jobs=None)
-    assert shared == [2, 4]
+    assert shared == [2, 2, 4, 4]
     assert [f.sort_key() for f in asked.findings] == [f.sort_key() for f in default.findings]
+
+
+def test_trees_let_go_and_parsed_again_give_the_same_findings(fixtures_project, monkeypatch):
+    """A project over the budget of held trees lets each tree go once indexed and once
+    checked, and parses it again when an analysis or a rule asks: the findings (their
+    messages and fixes too) are those of a run that keeps every tree."""
+    import ast
+
+    from cslint import engine, project_files
+    from cslint.config import Config
+
+    config = Config().with_overrides(select=("ALL",))
+    paths = [str(fixtures_project / "fixtures")]
+    kept = engine.lint(paths, config)
+    parses = []
+    original = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda *a, **k: parses.append(1) or original(*a, **k))
+    monkeypatch.setattr(project_files, "HELD_SOURCE_BYTES", 0)
+    let_go = engine.lint(paths, config)
+    assert let_go.findings == kept.findings and let_go.errors == kept.errors
+    assert len(parses) > let_go.files_checked, "some trees were parsed again"
+    held = [shown for shown, module in let_go.modules.items() if module.held_tree is not None]
+    assert held == [], "no tree outlives its file's check"

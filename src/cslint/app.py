@@ -156,8 +156,7 @@ def _fix_until_settled(paths: Sequence[str], config: Config,
     counts: dict[str, int] = {}
     problems: list[InputProblem] = []
     for _ in range(MAX_FIX_ROUNDS):
-        fixes = fix_findings(linted.sources, linted.findings, unsafe, linted.trees)
-        linted.trees.clear()  # not needed again: no two rounds' trees at once
+        fixes = fix_findings(linted.sources, linted.findings, unsafe)
         changed = [file for file in fixes.files if file.changed]
         if not changed:
             break

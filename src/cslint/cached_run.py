@@ -158,6 +158,7 @@ class _CachedRun:
         result.findings.extend(part.findings)
         result.errors.extend(part.errors)
         result.sources.update(part.sources)
+        result.modules.update(part.modules)
         result.files_checked += part.files_checked
         result.checked_paths.extend(part.checked_paths)
 

@@ -5,7 +5,6 @@ paths -> files -> SourceFile -> ast -> ModuleIndex -> ProjectIndex -> rules -> f
 
 from __future__ import annotations
 
-import ast
 import gc
 import stat
 from dataclasses import dataclass, field
@@ -19,10 +18,12 @@ from cslint.diagnostics import Finding
 from cslint.discovery import ExcludeMatcher, Target, display_path, is_package_folder, \
     printable, project_path, walk_python_files
 from cslint.fingerprints import with_fingerprints
-from cslint.project_files import LoadedFile, ProjectFiles, load_file, project_files_for
+from cslint.project_files import HeldTrees, LoadedFile, ProjectFiles, load_file, \
+    project_files_for
 from cslint.rules import ModuleContext, Rule, select_rules
 from cslint.semantic.analyses import Analyses
-from cslint.semantic.module_index import ModuleIndex, module_name_for
+from cslint.semantic.module_index import ModuleIndex, index_data, index_from_data, \
+    module_name_for
 from cslint.semantic.official import load_official_api
 from cslint.semantic.project import ProjectIndex
 from cslint.source import TOO_DEEP, InputError, SourceFile, internal_error, stat_mode, \
@@ -60,8 +61,9 @@ class LintResult:
     sources: dict[str, SourceFile] = field(default_factory=dict)
     # Every file checked (parsed or not), as given.
     checked_paths: list[Path] = field(default_factory=list)
-    # Their syntax trees, by display path (fixes locate calls in them).
-    trees: dict[str, ast.Module] = field(default_factory=dict)
+    # The indexes of the files checked and read, by display path (`ModuleIndex.tree`
+    # gives a file's syntax tree, parsed again if it was let go).
+    modules: dict[str, ModuleIndex] = field(default_factory=dict)
     # Every input's path, by display path: those not read too (a display path escapes
     # what a name cannot show, so it does not lead back to the file).
     input_paths: dict[str, Path] = field(default_factory=dict)
@@ -212,15 +214,12 @@ class _Run:
         whose code may reach the checked ones (default: `ProjectFiles.dependents`)."""
         max_size = self.config.max_file_size
         checked: list[LoadedFile] = []
-        for done, target in enumerate(targets):
-            if self.progress is not None:
-                self.progress("reading", done, len(targets))
+        for target, loaded in zip(targets, self._load_targets(targets, files.held)):
             result.checked_paths.append(target.path)
-            try:
-                checked.append(load_file(target.path, target.display_path, max_size,
-                                         self.replaced.get(target.display_path)))
-            except InputError as err:
-                result.errors.append(err)
+            if isinstance(loaded, InputError):
+                result.errors.append(loaded)
+            else:
+                checked.append(loaded)
         if stdin is not None:
             name, raw = stdin
             result.input_paths[printable(name)] = Path(name).absolute()
@@ -229,7 +228,8 @@ class _Run:
             try:
                 if len(raw) > max_size:  # as the same code in a file would be
                     raise too_big(name, len(raw), max_size)
-                checked.append(load_file(Path(name).absolute(), name, max_size, raw))
+                checked.append(load_file(Path(name).absolute(), name, max_size, raw,
+                                         files.held))
             except InputError as err:
                 result.errors.append(err)
         # The analyses find facts in the order they meet the files: one canonical order
@@ -248,9 +248,9 @@ class _Run:
         for loaded in checked:
             result.files_checked += 1
             result.sources[loaded.source.display_path] = loaded.source
-            result.trees[loaded.source.display_path] = loaded.module.tree
+            result.modules[loaded.source.display_path] = loaded.module
         for loaded, (findings, problem) in zip(checked, self._check_all(checked, project,
-                                                                        analyses, files.root)):
+                                                                        analyses, files)):
             result.findings.extend(findings)
             if problem is not None:
                 result.errors.append(InputError(loaded.source.display_path, problem))
@@ -261,11 +261,69 @@ class _Run:
         return checked
 
 
+    def _jobs_for(self, count: int) -> int:
+        """The processes to share `count` files among (1: this one alone)."""
+        jobs = self.jobs
+        if jobs is None:
+            from cslint.parallel import default_jobs
+
+            jobs = default_jobs() if count >= _FILES_TO_SHARE_BY_DEFAULT else 1
+        return jobs if count >= _FILES_PER_WORKER * 2 else 1
+
+    def _load_targets(self, targets: list[Target], held: HeldTrees
+                      ) -> list[LoadedFile | InputError]:
+        """Each target read, parsed and indexed (or the problem that stopped it), in
+        order. Shared among worker processes, each sends back the file's bytes and its
+        index as plain data, its tree let go there (parsed again here when needed)."""
+        max_size = self.config.max_file_size
+
+        def load(index: int, held: HeldTrees | None) -> LoadedFile | InputError:
+            target = targets[index]
+            try:
+                return load_file(target.path, target.display_path, max_size,
+                                 self.replaced.get(target.display_path), held)
+            except InputError as error:
+                return error
+
+        def report(done: int) -> None:
+            if self.progress is not None:
+                self.progress("reading", done, len(targets))
+
+        jobs = self._jobs_for(len(targets))
+        if jobs == 1:
+            loaded = []
+            for index in range(len(targets)):
+                report(index)
+                loaded.append(load(index, held))
+            return loaded
+        from cslint.parallel import map_in_workers
+
+        def load_as_data(index: int) -> tuple:
+            found = load(index, None)  # (its tree goes with it)
+            if isinstance(found, InputError):
+                return (None, found.display_path, found.problem, found.line, found.column)
+            return (found.source.raw, index_data(found.module))
+
+        loaded = []
+        for target, data in zip(targets, map_in_workers(load_as_data, len(targets), jobs,
+                                                       report)):
+            if data[0] is None:
+                loaded.append(InputError(*data[1:]))
+                continue
+            raw, index = data
+            source = SourceFile.from_bytes(target.path, target.display_path, raw)
+            module = index_from_data(index, source.lines, source.text)
+            held.indexed(module, len(raw))
+            loaded.append(LoadedFile(source, module))
+        return loaded
+
     def _check_all(self, checked: list[LoadedFile], project: ProjectIndex, analyses: Analyses,
-                   root: Path | None) -> list[tuple[list[Finding], str | None]]:
+                   files: ProjectFiles) -> list[tuple[list[Finding], str | None]]:
         """Each file's findings, or the problem that stopped its check: in worker
         processes forked from this one when `jobs` allows and there is enough to share
         (they inherit the project and its analyses as they are), else here."""
+        root, held = files.root, files.held
+
         def check_one(index: int) -> tuple[list[Finding], str | None]:
             loaded = checked[index]
             try:
@@ -280,17 +338,15 @@ class _Run:
                 return [], TOO_DEEP
             except Exception as error:  # a bug of ours must not stop the other files
                 return [], internal_error(error)
+            finally:
+                held.checked(loaded.module)
 
         def report(done: int) -> None:
             if self.progress is not None:
                 self.progress("checking", done, len(checked))
 
-        jobs = self.jobs
-        if jobs is None:
-            from cslint.parallel import default_jobs
-
-            jobs = default_jobs() if len(checked) >= _FILES_TO_SHARE_BY_DEFAULT else 1
-        if jobs > 1 and len(checked) >= _FILES_PER_WORKER * 2:
+        jobs = self._jobs_for(len(checked))
+        if jobs > 1:
             from cslint.parallel import map_in_workers
 
             return map_in_workers(check_one, len(checked), jobs, report)

@@ -27,16 +27,63 @@ class LoadedFile:
     module: ModuleIndex
 
 
-def load_file(path: Path, shown: str, max_size: int, raw: bytes | None = None) -> LoadedFile:
+# Syntax trees take about 30 times the memory of their source. The first files read keep
+# theirs, up to this much source in all (a project of a few hundred files: every tree);
+# the others let theirs go once indexed, and are parsed again when an analysis or a
+# check asks for them, so a large project's memory does not grow with all its trees.
+HELD_SOURCE_BYTES = 4_000_000
+
+
+class HeldTrees:
+    """Which trees stay for the whole run: those of the first files read, up to a budget
+    of source bytes. The others go once indexed, and again once checked: a tree parsed
+    again for an analysis or a rule stays until its file's check, or, asked after it,
+    until the end of the check that asked."""
+
+    def __init__(self, budget: int | None = None):
+        self.left = HELD_SOURCE_BYTES if budget is None else budget
+        self._kept: set[int] = set()  # ids of the modules that keep theirs
+        self._checked: set[int] = set()
+        self._asked_after_check: list[ModuleIndex] = []
+
+    def indexed(self, module: ModuleIndex, size: int) -> None:
+        if 0 < self.left and size <= self.left:
+            self.left -= size
+            self._kept.add(id(module))
+        else:
+            module.on_parsed_again = self._parsed_again
+            module.release_tree()
+
+    def _parsed_again(self, module: ModuleIndex) -> None:
+        if id(module) in self._checked:
+            self._asked_after_check.append(module)
+
+    def checked(self, module: ModuleIndex) -> None:
+        """`module` has been checked: the analyses are done, and the other files' rules
+        name its functions by position, so a later need parses it again."""
+        self._checked.add(id(module))
+        if id(module) not in self._kept:
+            module.release_tree()
+        for other in self._asked_after_check:
+            other.release_tree()
+        self._asked_after_check.clear()
+
+
+def load_file(path: Path, shown: str, max_size: int, raw: bytes | None = None,
+              held: HeldTrees | None = None) -> LoadedFile:
     """Read (unless given its bytes), parse and index one file (InputError when it cannot
-    be). Only a regular file of at most `max_size` bytes is read."""
+    be). Only a regular file of at most `max_size` bytes is read. `held` decides whether
+    its tree stays in memory (default: it does)."""
     source = SourceFile.from_bytes(path, shown, raw) if raw is not None \
         else SourceFile.read(path, shown, max_size)
     tree = source.parse()
     try:
-        module = build_module_index(tree, path, shown, source_lines=source.lines)
+        module = build_module_index(tree, path, shown, source_lines=source.lines,
+                                    source_text=source.text)
     except RecursionError:
         raise InputError(shown, TOO_DEEP) from None
+    if held is not None:
+        held.indexed(module, len(source.raw))
     return LoadedFile(source, module)
 
 
@@ -55,6 +102,7 @@ class ProjectFiles:
         # Contents to use instead of what is on disk, by absolute path (`cslint port`
         # sees each file with the other files' ports).
         self.unsaved = unsaved or {}
+        self.held = HeldTrees()
         self.by_module: dict[str, list[Path]] = {}
         for path in files:
             self.by_module.setdefault(module_name_for(path)[0], []).append(path)
@@ -65,7 +113,7 @@ class ProjectFiles:
         if raw is None and self.unsaved:
             raw = self.unsaved.get(path.absolute())
         try:
-            return load_file(path, str(path), self.max_size, raw).module
+            return load_file(path, str(path), self.max_size, raw, self.held).module
         except InputError:
             return None
 

@@ -125,7 +125,8 @@ def _classes(linted: LintResult, shown: str) -> list[PortedClass]:
     """The file's optimizer classes, each with the codes found inside it or inside the
     file's module-level functions it calls (directly or through one another:
     `projection(p, grad, ...)` called from `step`)."""
-    tree = linted.trees.get(shown)
+    module = linted.modules.get(shown)
+    tree = module.tree if module is not None else None
     functions = {n.name: n for n in tree.body
                  if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} if tree else {}
     result = []
@@ -157,7 +158,7 @@ def _called_functions(owner: ast.AST, functions: dict[str, ast.AST]) -> list[str
 
 def _round(linted: LintResult, shown: str, statement: str, config: Config) -> bytes | None:
     """The code after this round's edits; None when there is nothing left to do."""
-    source, tree = linted.sources[shown], linted.trees[shown]
+    source, tree = linted.sources[shown], linted.modules[shown].tree
     findings = [f for f in linted.findings if f.path == shown]
     rewriter = _Rewriter(source, tree, findings, statement)
     torch_classes = [ref.info.node for ref, kinds in linted.project.classified_classes

@@ -155,10 +155,15 @@ class ModuleContext:
                  config: "Config", analyses: "Analyses"):
         self.source = source
         self.module = module
-        self.tree = module.tree
         self.project = project
         self.config = config
         self.analyses = analyses
+
+    @property
+    def tree(self) -> ast.Module:
+        """The file's syntax tree (parsed again if it was let go: rules whose facts or
+        text show nothing to find do not ask)."""
+        return self.module.tree
 
     def location(self, node: ast.AST) -> Location:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):

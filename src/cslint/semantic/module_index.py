@@ -2,19 +2,22 @@
 
 Built once per parsed file from the `ast` tree. It holds what other files need
 (qualified imports, classes with their qualified bases and methods, module-level
-functions) and keeps the function nodes for the analyses of this run.
+functions) as plain data, and the syntax tree while it is held: a tree released to save
+memory is parsed again when an analysis or a check asks for it.
 """
 
 from __future__ import annotations
 
 import ast
+import gc
 import os
+import warnings
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from cslint.discovery import is_package_folder
 from cslint.semantic.torch_api import CSTORCH_PROGRAM_ROOTS
@@ -148,12 +151,39 @@ _NODE_FIELDS: dict[type, tuple[str, ...]] = {}
 class FunctionInfo:
     name: str
     qualname: str  # module.Class.method or module.function
-    node: ast.FunctionDef | ast.AsyncFunctionDef
+    # The `def` node while the module's tree is held (None once it is let go).
+    definition: ast.FunctionDef | ast.AsyncFunctionDef | None = field(repr=False,
+                                                                      compare=False)
     module: "ModuleIndex" = field(repr=False)
     class_name: str | None  # qualname of the defining class
     decorators: tuple[str, ...]  # as written, dotted (unresolved)
     is_abstract: bool
     kind: str  # "method" | "staticmethod" | "classmethod" | "property" | "function"
+    # Where the `def` is: what finds the node again in a tree parsed anew.
+    lineno: int
+    col_offset: int
+    end_lineno: int | None
+
+    @property
+    def node(self) -> ast.FunctionDef | ast.AsyncFunctionDef:
+        """The `def` node, from the module's tree (parsed again if it was released)."""
+        node = self.definition
+        if node is None:
+            node = self.definition = self.module.definition_at(self.lineno, self.col_offset)
+        return node
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        """Names this function for the whole run, whichever tree its node comes from (a
+        tree released and parsed again has new nodes, and a freed node's id may be
+        reused)."""
+        return (id(self.module), self.lineno, self.col_offset)
+
+    def forget_nodes(self) -> None:
+        """Drop what holds nodes of the module's tree, which is being released."""
+        self.definition = None
+        self.__dict__.pop("statements", None)
+        self.__dict__.pop("calls", None)
 
     @property
     def path(self) -> str:
@@ -170,7 +200,7 @@ class FunctionInfo:
         lines = self.module.source_lines
         if not lines:
             return None
-        return "\n".join(lines[self.node.lineno - 1:getattr(self.node, "end_lineno", None)])
+        return "\n".join(lines[self.lineno - 1:self.end_lineno])
 
     @cached_property
     def parameter_names(self) -> tuple[str, ...]:
@@ -193,13 +223,27 @@ class FunctionInfo:
 class ClassInfo:
     name: str
     qualname: str
-    node: ast.ClassDef
+    definition: ast.ClassDef | None = field(repr=False, compare=False)
     module: "ModuleIndex" = field(repr=False)
-    base_exprs: list[ast.expr]
     base_names: list[str | None]  # dotted as written; None when not a name
+    base_kinds: list[str]  # the class of each base's expression ("Name", "Call", ...)
     methods: dict[str, FunctionInfo]
     # Attribute names assigned on the class body (e.g. `step = _step`); they shadow bases.
     class_attributes: set[str]
+    lineno: int
+    col_offset: int
+
+    @property
+    def node(self) -> ast.ClassDef:
+        """The `class` node, from the module's tree (parsed again if it was released)."""
+        node = self.definition
+        if node is None:
+            node = self.definition = self.module.definition_at(self.lineno, self.col_offset)
+        return node
+
+    @property
+    def base_exprs(self) -> list[ast.expr]:
+        return list(self.node.bases)
 
     @property
     def declares_abstract(self) -> bool:
@@ -240,12 +284,63 @@ class ModuleIndex:
     classes: dict[str, ClassInfo]  # qualname -> class, at any depth
     top_level_classes: dict[str, str]  # local name -> qualname
     functions: dict[str, FunctionInfo]  # module-level, by name
-    tree: ast.Module = field(repr=False)
+    # The syntax tree while it is held (`tree` parses the text again once released).
+    held_tree: ast.Module | None = field(repr=False)
     # Functions defined inside other functions (e.g. a `@cstorch.trace` step in main()),
-    # with the function that encloses each.
-    nested_functions: list[tuple[FunctionInfo, ast.AST]] = field(default_factory=list)
+    # with where the function that encloses each starts (line, column).
+    nested_functions: list[tuple[FunctionInfo, tuple[int, int]]] = field(default_factory=list)
     # The source lines (shared with the SourceFile, not copied), for text prefilters.
     source_lines: list[str] = field(default_factory=list, repr=False)
+    # The decoded text, to parse again.
+    source_text: str = field(default="", repr=False)
+    _definitions: dict | None = field(default=None, repr=False)
+    # Told when a released tree is parsed again (what keeps trees decides when it goes).
+    on_parsed_again: Callable[["ModuleIndex"], None] | None = field(default=None, repr=False)
+
+    @property
+    def tree(self) -> ast.Module:
+        tree = self.held_tree
+        if tree is None:
+            # A tree is hundreds of thousands of objects without cycles (freed by their
+            # reference counts): the cyclic collector must not scan them again and
+            # again (see `cslint.engine.lint`).
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", SyntaxWarning)
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    tree = self.held_tree = ast.parse(self.source_text,
+                                                      filename=self.display_path)
+            finally:
+                if collecting:
+                    gc.freeze()
+                    gc.enable()
+            if self.on_parsed_again is not None:
+                self.on_parsed_again(self)
+        return tree
+
+    def definition_at(self, lineno: int, col_offset: int) -> ast.AST:
+        """The `def` or `class` node that starts there."""
+        definitions = self._definitions
+        if definitions is None or self.held_tree is None:
+            definitions = self._definitions = _definitions_in(self.tree)
+        return definitions[(lineno, col_offset)]
+
+    def release_tree(self) -> None:
+        """Let the syntax tree go (its entries find their nodes again in a new parse)."""
+        if self.held_tree is None:
+            return
+        self.held_tree = None
+        self._definitions = None
+        for info in self.classes.values():
+            info.definition = None
+            for method in info.methods.values():
+                method.forget_nodes()
+        for function in self.functions.values():
+            function.forget_nodes()
+        for function, _ in self.nested_functions:
+            function.forget_nodes()
 
     @cached_property
     def location(self) -> str:
@@ -324,23 +419,86 @@ def _function_info(node, module: "ModuleIndex", qualname: str, class_name: str |
     else:
         kind = "method" if class_name else "function"
     return FunctionInfo(
-        name=node.name, qualname=qualname, node=node, module=module,
+        name=node.name, qualname=qualname, definition=node, module=module,
         class_name=class_name, decorators=decorators,
         is_abstract=any(d in _ABSTRACT_DECORATORS for d in decorators),
-        kind=kind,
+        kind=kind, lineno=node.lineno, col_offset=node.col_offset,
+        end_lineno=getattr(node, "end_lineno", None),
     )
 
 
 def build_module_index(tree: ast.Module, path: Path, display_path: str,
                        module_name: str | None = None,
-                       source_lines: list[str] | None = None) -> ModuleIndex:
+                       source_lines: list[str] | None = None, source_text: str = ""
+                       ) -> ModuleIndex:
     name, is_package = module_name_for(path)
     name = module_name or name
     index = ModuleIndex(path=path, display_path=display_path, name=name, is_package=is_package,
                         imports={}, star_imports=[], classes={}, top_level_classes={},
-                        functions={}, tree=tree, source_lines=source_lines or [])
+                        functions={}, held_tree=tree, source_lines=source_lines or [],
+                        source_text=source_text)
     _collect(index, tree)
     return index
+
+
+# ---- the index as plain data (what crosses from a worker process) ------------------------
+
+def index_data(index: ModuleIndex) -> tuple:
+    """The index as plain data (tuples, lists, dicts, strings, numbers): no syntax tree,
+    no source text. `index_from_data` makes it again."""
+    return (str(index.path), index.display_path, index.name, index.is_package,
+            index.imports, index.star_imports,
+            [_class_data(info) for info in index.classes.values()],
+            index.top_level_classes,
+            [_function_data(info) for info in index.functions.values()],
+            [(_function_data(info), where) for info, where in index.nested_functions])
+
+
+def index_from_data(data: tuple, source_lines: list[str], source_text: str) -> ModuleIndex:
+    """The index `index_data` gave, over the module's source (its tree not yet parsed)."""
+    (path, display_path, name, is_package, imports, star_imports, classes,
+     top_level_classes, functions, nested) = data
+    index = ModuleIndex(path=Path(path), display_path=display_path, name=name,
+                        is_package=is_package, imports=imports, star_imports=star_imports,
+                        classes={}, top_level_classes=top_level_classes, functions={},
+                        held_tree=None, source_lines=source_lines, source_text=source_text)
+    for entry in classes:
+        info = _class_from_data(entry, index)
+        index.classes[info.qualname] = info
+    for entry in functions:
+        info = _function_from_data(entry, index)
+        index.functions[info.name] = info
+    index.nested_functions = [(_function_from_data(entry, index), tuple(where))
+                              for entry, where in nested]
+    return index
+
+
+def _function_data(info: FunctionInfo) -> tuple:
+    return (info.name, info.qualname, info.class_name, info.decorators, info.is_abstract,
+            info.kind, info.lineno, info.col_offset, info.end_lineno)
+
+
+def _function_from_data(data: tuple, index: ModuleIndex) -> FunctionInfo:
+    name, qualname, class_name, decorators, is_abstract, kind, lineno, col, end = data
+    return FunctionInfo(name=name, qualname=qualname, definition=None, module=index,
+                        class_name=class_name, decorators=tuple(decorators),
+                        is_abstract=is_abstract, kind=kind, lineno=lineno, col_offset=col,
+                        end_lineno=end)
+
+
+def _class_data(info: ClassInfo) -> tuple:
+    return (info.name, info.qualname, info.base_names, info.base_kinds,
+            [(key, _function_data(method)) for key, method in info.methods.items()],
+            sorted(info.class_attributes), info.lineno, info.col_offset)
+
+
+def _class_from_data(data: tuple, index: ModuleIndex) -> ClassInfo:
+    name, qualname, base_names, base_kinds, methods, attributes, lineno, col = data
+    return ClassInfo(name=name, qualname=qualname, definition=None, module=index,
+                     base_names=base_names, base_kinds=base_kinds,
+                     methods={key: _function_from_data(entry, index)
+                              for key, entry in methods},
+                     class_attributes=set(attributes), lineno=lineno, col_offset=col)
 
 
 def _statement_children(node: ast.AST) -> list[ast.AST]:
@@ -384,12 +542,30 @@ def _collect(index: ModuleIndex, tree: ast.Module) -> None:
                     index.functions[child.name] = _function_info(child, index, qualname, None)
                 elif enclosing is not None:
                     index.nested_functions.append(
-                        (_function_info(child, index, qualname, None), enclosing))
+                        (_function_info(child, index, qualname, None),
+                         (enclosing.lineno, enclosing.col_offset)))
                 stack.append((child, f"{qualname}.<locals>", class_name, False, child))
 
 
 _DEFINITIONS = frozenset({ast.Import, ast.ImportFrom, ast.ClassDef, ast.FunctionDef,
                           ast.AsyncFunctionDef})
+_DEFINITION_NODES = frozenset({ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef})
+
+
+def _definitions_in(tree: ast.Module) -> dict[tuple[int, int], ast.AST]:
+    """Every `def` and `class` of the tree by where it starts: statements only, as
+    `_collect` walks them (expressions hold none, and are most of a tree)."""
+    found: dict[tuple[int, int], ast.AST] = {}
+    stack: list[ast.AST] = [tree]
+    while stack:
+        for child in _statement_children(stack.pop()):
+            kind = child.__class__
+            if kind in _DEFINITION_NODES:
+                found[(child.lineno, child.col_offset)] = child
+                stack.append(child)
+            elif kind in BLOCK_FIELDS:
+                stack.append(child)
+    return found
 
 
 def _record_import(index: ModuleIndex, node: ast.Import | ast.ImportFrom) -> None:
@@ -426,11 +602,12 @@ def _class_info(node: ast.ClassDef, index: ModuleIndex, qualname: str) -> ClassI
             attributes.update(t.id for t in item.targets if isinstance(t, ast.Name))
         elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
             attributes.add(item.target.id)
-    bases = list(node.bases)
     return ClassInfo(
-        name=node.name, qualname=qualname, node=node, module=index, base_exprs=bases,
-        base_names=[dotted_name(_strip_subscript(b)) for b in bases],
-        methods=methods, class_attributes=attributes,
+        name=node.name, qualname=qualname, definition=node, module=index,
+        base_names=[dotted_name(_strip_subscript(b)) for b in node.bases],
+        base_kinds=[b.__class__.__name__ for b in node.bases],
+        methods=methods, class_attributes=attributes, lineno=node.lineno,
+        col_offset=node.col_offset,
     )
 
 

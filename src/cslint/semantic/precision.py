@@ -179,9 +179,9 @@ class _Reaches:
                 for inner in self._reading_functions(scope, outer):
                     _add_once(pending, inner)
             if isinstance(scope, FunctionInfo) and flow.returned:
-                before = self.returned.get(id(scope.node), frozenset())
+                before = self.returned.get(scope.key, frozenset())
                 if not flow.returned <= before:
-                    self.returned[id(scope.node)] = before | flow.returned
+                    self.returned[scope.key] = before | flow.returned
                     for caller in self._callers_of(scope):
                         _add_once(pending, caller)
         return self.reach
@@ -205,7 +205,7 @@ class _Reaches:
                 for name in read:
                     self.record(outer[name].float64, Reach.TRACED_CODE)
                 continue
-            given = self.outer_values.setdefault(id(inner.node), {})
+            given = self.outer_values.setdefault(inner.key, {})
             grown = False
             for name in read:
                 joined = _join(given.get(name), outer[name])
@@ -265,9 +265,9 @@ class _Reaches:
     def _callers_of(self, function: FunctionInfo) -> list[Scope]:
         """The scopes of this module that call `function`. A function whose text does
         not name it is not walked; each scope's calls are listed once."""
-        found = self._callers.get(id(function.node))
+        found = self._callers.get(function.key)
         if found is None:
-            found = self._callers[id(function.node)] = []
+            found = self._callers[function.key] = []
             for scope in (*self._definitions, self.module):
                 if isinstance(scope, FunctionInfo) and not scope.mentions(function.name):
                     continue
@@ -382,7 +382,7 @@ class _ScopeFlow(StatementWalker):
         self.scope = scope
         self.env: dict[str, _Value | None] = {}
         if isinstance(scope, FunctionInfo):  # what it reads of the scopes around it
-            self.env.update(reaches.outer_values.get(id(scope.node), {}))
+            self.env.update(reaches.outer_values.get(scope.key, {}))
         self.returned: frozenset[ast.expr] = frozenset()
         # A method's `self`: its name and class, and whether traced code reads its state.
         self.self_name: str | None = None
@@ -611,7 +611,7 @@ class _ScopeFlow(StatementWalker):
         if used is not None:
             return used
         if callee is not None:
-            returned = self.reaches.returned.get(id(callee.node))
+            returned = self.reaches.returned.get(callee.key)
             return _Value(returned) if returned else None
         if qualified in _DEFAULT_DTYPE_SETTERS:
             self._record_all(args, keywords, Reach.DEFAULT_DTYPE)

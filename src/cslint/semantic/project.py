@@ -341,36 +341,46 @@ class ProjectIndex:
         return self.machinery_root(ref) is not None
 
     def bases(self, ref: ClassRef) -> list[ClassRef]:
-        return [base for _, base in self.base_pairs(ref)]
+        return [base for _, base in self._numbered_bases(ref)]
 
     def base_pairs(self, ref: ClassRef) -> list[tuple[ast.expr | None, ClassRef]]:
         """Each base with the expression naming it (None for official bases);
         `object`, `ABC`, `Generic` and the like are left out."""
+        numbered = self._numbered_bases(ref)
+        if ref.info is None or ref.official is not None:
+            return [(None, base) for _, base in numbered]
+        expressions = ref.info.base_exprs  # (from the tree: parsed again if released)
+        return [(expressions[number], base) for number, base in numbered]
+
+    def _numbered_bases(self, ref: ClassRef) -> list[tuple[int | None, ClassRef]]:
+        """`base_pairs` with each base's position in the class's list, from the index
+        alone (no syntax tree)."""
         if ref.official is not None:
             return [(None, self.ref_for_name(b)) for b in ref.official.bases
                     if b not in NEUTRAL_BASES]
         if ref.info is None:
             return []
         result = []
-        for base_name, expr in zip(ref.info.base_names, ref.info.base_exprs):
+        for number, (base_name, kind) in enumerate(zip(ref.info.base_names,
+                                                       ref.info.base_kinds)):
             if base_name is None:
-                result.append((expr, self.ref_for_name(f"<{type(expr).__name__}>")))
+                result.append((number, self.ref_for_name(f"<{kind}>")))
                 continue
             if base_name == "object":
                 continue
             qualified = ref.info.module.qualify(base_name)
             if qualified is not None:
                 if canonical(qualified) not in NEUTRAL_BASES:
-                    result.append((expr, self.ref_for_name(qualified, ref.info.module)))
+                    result.append((number, self.ref_for_name(qualified, ref.info.module)))
                 continue
             # A name this module does not bind may still come from a star import.
             found = self.resolve_in_module(ref.info.module, base_name)
             if isinstance(found, ClassInfo):
-                result.append((expr, self.ref_for_info(found)))
+                result.append((number, self.ref_for_info(found)))
             elif isinstance(found, OfficialClass):
-                result.append((expr, self.ref_for_name(found.qualname)))
+                result.append((number, self.ref_for_name(found.qualname)))
             else:
-                result.append((expr, self.ref_for_name(base_name)))
+                result.append((number, self.ref_for_name(base_name)))
         return result
 
     def mro(self, ref: ClassRef) -> list[ClassRef]:

@@ -280,9 +280,9 @@ class SchedulerAnalysis:
         return found.function, found.owner
 
     def local_bindings(self, function: FunctionInfo) -> LocalBindings:
-        found = self._local_bindings.get(id(function.node))
+        found = self._local_bindings.get(function.key)
         if found is None:
-            found = self._local_bindings[id(function.node)] = LocalBindings(function.node)
+            found = self._local_bindings[function.key] = LocalBindings(function.node)
         return found
 
     # ---- what one scheduler reaches ------------------------------------------------------
@@ -298,14 +298,14 @@ class SchedulerAnalysis:
         functions: list[TracedScheduleFunction] = []
         while queue:
             function, owner, closed_form = queue.pop()
-            traced = self.reached.get(id(function.node))
+            traced = self.reached.get(function.key)
             if traced is None:
-                traced = self.reached[id(function.node)] = TracedScheduleFunction(function)
+                traced = self.reached[function.key] = TracedScheduleFunction(function)
             if closed_form and cstorch and not any(c is ref for c in traced.closed_form_of):
                 traced.closed_form_of.append(ref)
-            if id(function.node) in seen:
+            if function.key in seen:
                 continue
-            seen.add(id(function.node))
+            seen.add(function.key)
             traced.driven_keys |= keys
             traced.traced_by_cstorch = traced.traced_by_cstorch or cstorch
             functions.append(traced)
@@ -337,7 +337,7 @@ class SchedulerAnalysis:
     def _state_writes(self, function: FunctionInfo) -> tuple[str | None, list[ast.AST]]:
         """A method's self name and the nodes that may write scheduler state (none
         without a self parameter)."""
-        key = id(function.node)
+        key = function.key
         if key not in self._state_write_nodes:
             self_name = self_parameter(function)
             nodes = [] if self_name is None else [

@@ -300,9 +300,9 @@ class _DecisionFinder:
 
     def candidates_of(self, function: FunctionInfo) -> list[tuple[ast.stmt, ast.expr]]:
         """`_counting_candidates`, once per function for all its counters."""
-        found = self._candidates.get(id(function.node))
+        found = self._candidates.get(function.key)
         if found is None:
-            found = self._candidates[id(function.node)] = list(_counting_candidates(function))
+            found = self._candidates[function.key] = list(_counting_candidates(function))
         return found
 
     def _is_torch_op(self, func: ast.expr) -> bool:
@@ -394,10 +394,12 @@ def counter_decisions(module: ModuleIndex, project: ProjectIndex,
                 found.setdefault(id(decision.node), decision)
             for decision in _entry_counters(module, project, info, traced, finder):
                 found.setdefault(id(decision.node), decision)
-    scopes: list[tuple[FunctionInfo, ast.AST]] = list(module.nested_functions)
-    scopes += [(function, module.tree) for function in module.functions.values()]
-    for function, enclosing in scopes:
+    # Each with where the scope around it starts (None: the module).
+    scopes: list[tuple[FunctionInfo, tuple[int, int] | None]] = list(module.nested_functions)
+    scopes += [(function, None) for function in module.functions.values()]
+    for function, where in scopes:
         if tensor_values.walked(function):
+            enclosing = module.tree if where is None else module.definition_at(*where)
             for decision in _name_counters(function, enclosing, finder):
                 found.setdefault(id(decision.node), decision)
     return sorted(found.values(), key=lambda d: (d.node.lineno, d.node.col_offset))
@@ -408,7 +410,7 @@ def _attribute_counters(module, project, info, traced, finder) -> Iterator[Count
     ref = project.ref_for_info(info)
     lineage = [entry.info for entry in project.mro(ref) if entry.info is not None]
     seen: set[str] = set()
-    traced_nodes = {id(method.node) for method in traced}
+    traced_nodes = {method.key for method in traced}
     for method in traced:
         self_name = method.parameter_names[0]
         for statement, target in finder.candidates_of(method):
@@ -477,7 +479,7 @@ def _entry_counters(module, project, info, traced, finder) -> Iterator[CounterDe
     (started as a number: `group["step"] = 0` under a first-step check)."""
     lineage = None
     seen: set[str] = set()
-    traced_nodes = {id(method.node) for method in traced}
+    traced_nodes = {method.key for method in traced}
     for method in traced:
         names = None
         for statement, target in finder.candidates_of(method):
@@ -511,7 +513,7 @@ def _entry_counters(module, project, info, traced, finder) -> Iterator[CounterDe
 
 
 def _entry_starts_as_number(module: ModuleIndex, lineage, key: str,
-                            traced: set[int]) -> bool:
+                            traced: set[tuple]) -> bool:
     """Whether the class's methods set `<dict>[key]` to a number (the first step's
     `group["step"] = 0`) and to nothing else but by counting: no tensor
     (`torch.tensor(0.0)`: an in-place count on a tensor is no Python counter), no
@@ -538,9 +540,9 @@ def _entry_starts_as_number(module: ModuleIndex, lineage, key: str,
                     if _restores_state(name):
                         continue
                     return False  # a tensor, or a value computed elsewhere
-                if id(method.node) not in traced and name not in _CONSTRUCTORS:
+                if method.key not in traced and name not in _CONSTRUCTORS:
                     return False  # a reset that may run before each step
-                if id(method.node) in traced and id(node) in _unconditional(method.node):
+                if method.key in traced and id(node) in _unconditional(method.node):
                     return False  # started afresh at each call
                 started = True
     if not started:
@@ -596,7 +598,7 @@ def _attribute_starts_as(lineage, attribute: str, kind: str) -> bool:
 
 
 def _attribute_set_elsewhere(module: ModuleIndex, lineage, attribute: str,
-                             traced: set[int]) -> bool:
+                             traced: set[tuple]) -> bool:
     """A reset that may run at every step: the attribute set other than by counting at
     the top of a traced method (each call starts it afresh), in a method that traced code
     does not run (it may be called before each step), or on any object in the module's
@@ -608,7 +610,7 @@ def _attribute_set_elsewhere(module: ModuleIndex, lineage, attribute: str,
                     or not method.mentions(attribute)):
                 continue
             subject = _attribute_subject(method.parameter_names[0], attribute)
-            if id(method.node) in traced:
+            if method.key in traced:
                 unconditional = _unconditional(method.node)
                 nodes: Iterable[ast.AST] = [node for node in method.statements
                                             if id(node) in unconditional]

@@ -71,10 +71,10 @@ class TensorValueAnalysis:
 
     def non_tensor_parameters(self, function: FunctionInfo) -> frozenset[str]:
         """Parameters annotated with a non-tensor type (`num_steps: int = 5`)."""
-        found = self._non_tensor_parameters.get(id(function.node))
+        found = self._non_tensor_parameters.get(function.key)
         if found is None:
             args = function.node.args
-            found = self._non_tensor_parameters[id(function.node)] = frozenset(
+            found = self._non_tensor_parameters[function.key] = frozenset(
                 arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)
                 if arg.annotation is not None and declares_non_tensor(arg.annotation))
         return found
@@ -102,7 +102,7 @@ class TensorValueAnalysis:
 
     def walked(self, function: FunctionInfo) -> bool:
         """Whether traced code runs `function`: the analysis walked it from an entry point."""
-        return id(function.node) in self._walked
+        return function.key in self._walked
 
     def run(self) -> None:
         for entry in self.entry_points.find():
@@ -190,7 +190,7 @@ class TensorValueAnalysis:
         owner = object()
         open_facts: list[TracedFact] = []
         self._in_progress.add(key)
-        self._walked.add(id(function.node))
+        self._walked.add(function.key)
         self._depth += 1
         self._class_use.append(False)
         self._open.append((owner, open_facts))

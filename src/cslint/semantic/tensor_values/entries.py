@@ -108,11 +108,13 @@ class EntryPoints:
         return tuple(tensors.get(arg.arg)
                      for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs))
 
-    def _enclosing_values(self, module: ModuleIndex, enclosing: ast.AST | None) -> dict:
+    def _enclosing_values(self, module: ModuleIndex, enclosing: tuple[int, int] | None
+                          ) -> dict:
         """Names of the enclosing scopes that hold modules (`model = cstorch.compile(...)`,
         `loss_fn = nn.CrossEntropyLoss()`), for traced functions nested in them."""
         values: dict[str, Value] = {}
-        scopes = [module.tree] + ([enclosing] if enclosing is not None else [])
+        scopes = [module.tree] + ([module.definition_at(*enclosing)]
+                                  if enclosing is not None else [])
         for scope in scopes:
             for statement in _flat_statements(getattr(scope, "body", [])):
                 if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call):

@@ -161,7 +161,8 @@ class FunctionWalker(StatementWalker):
     def statement_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         info = FunctionInfo(node.name, f"{self.function.qualname}.<locals>.{node.name}", node,
                             self.module, None, tuple(decorator_name(d) for d in
-                                                     node.decorator_list), False, "function")
+                                                     node.decorator_list), False, "function",
+                            node.lineno, node.col_offset, node.end_lineno)
         self.env[node.name] = Function(((info, self.ref, dict(self.env), False),))
 
     statement_AsyncFunctionDef = statement_FunctionDef
