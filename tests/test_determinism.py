@@ -154,3 +154,30 @@ def test_trees_let_go_and_parsed_again_give_the_same_findings(fixtures_project, 
     assert len(parses) > let_go.files_checked, "some trees were parsed again"
     held = [shown for shown, module in let_go.modules.items() if module.held_tree is not None]
     assert held == [], "no tree outlives its file's check"
+
+
+def test_files_that_cannot_be_read_are_reported_alike_by_workers(tmp_path):
+    """Read by worker processes, a file that does not parse or decode is one line on
+    stderr as when read here, and the others are still checked."""
+    (tmp_path / "pyproject.toml").write_text("")
+    for number in range(40):
+        (tmp_path / f"module_{number:02}.py").write_text(
+            "import cerebras.pytorch as cstorch\n\n\n"
+            "class Opt(cstorch.optim.Optimizer):\n"
+            "    def step(self):\n"
+            "        for group in self.param_groups:\n"
+            "            for p in group['params']:\n"
+            "                self.state[p]['m'] = p.grad.clone()\n")
+    (tmp_path / "module_07.py").write_text("def broken(:\n")
+    (tmp_path / "module_21.py").write_bytes(b"# -*- coding: utf-8 -*-\nx = '\xff'\n")
+
+    def run(jobs: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "cslint", "check", "--no-config",
+                               "--no-cache", "--jobs", jobs, "--format", "json", "."],
+                              cwd=tmp_path, capture_output=True)
+
+    alone, shared = run("1"), run("2")
+    assert shared.returncode == alone.returncode == 2
+    assert shared.stdout == alone.stdout and shared.stderr == alone.stderr
+    assert len({f["path"] for f in json.loads(shared.stdout)}) == 38
+    assert shared.stderr.count(b"\n") == 2 and b"Traceback" not in shared.stderr
