@@ -312,7 +312,7 @@ class _Run:
                 continue
             raw, index = data
             source = SourceFile.from_bytes(target.path, target.display_path, raw)
-            module = index_from_data(index, source.lines, source.text)
+            module = index_from_data(index, source.text)
             held.indexed(module, len(raw))
             loaded.append(LoadedFile(source, module))
         return loaded
@@ -339,7 +339,7 @@ class _Run:
             except Exception as error:  # a bug of ours must not stop the other files
                 return [], internal_error(error)
             finally:
-                held.checked(loaded.module)
+                held.checked(loaded)
 
         def report(done: int) -> None:
             if self.progress is not None:

@@ -36,9 +36,10 @@ HELD_SOURCE_BYTES = 4_000_000
 
 class HeldTrees:
     """Which trees stay for the whole run: those of the first files read, up to a budget
-    of source bytes. The others go once indexed, and again once checked: a tree parsed
-    again for an analysis or a rule stays until its file's check, or, asked after it,
-    until the end of the check that asked."""
+    of source bytes. The others go once indexed, and again once checked (their source's
+    lines too, split again when asked for): a tree parsed again for an analysis or a
+    rule stays until its file's check, or, asked after it, until the end of the check
+    that asked."""
 
     def __init__(self, budget: int | None = None):
         self.left = HELD_SOURCE_BYTES if budget is None else budget
@@ -58,12 +59,14 @@ class HeldTrees:
         if id(module) in self._checked:
             self._asked_after_check.append(module)
 
-    def checked(self, module: ModuleIndex) -> None:
-        """`module` has been checked: the analyses are done, and the other files' rules
+    def checked(self, loaded: LoadedFile) -> None:
+        """The file has been checked: the analyses are done, and the other files' rules
         name its functions by position, so a later need parses it again."""
+        module = loaded.module
         self._checked.add(id(module))
         if id(module) not in self._kept:
             module.release_tree()
+            loaded.source.forget_lines()
         for other in self._asked_after_check:
             other.release_tree()
         self._asked_after_check.clear()
@@ -78,8 +81,7 @@ def load_file(path: Path, shown: str, max_size: int, raw: bytes | None = None,
         else SourceFile.read(path, shown, max_size)
     tree = source.parse()
     try:
-        module = build_module_index(tree, path, shown, source_lines=source.lines,
-                                    source_text=source.text)
+        module = build_module_index(tree, path, shown, source_text=source.text)
     except RecursionError:
         raise InputError(shown, TOO_DEEP) from None
     if held is not None:

@@ -161,7 +161,19 @@ class SourceFile:
     raw: bytes
     text: str
     encoding: str
-    lines: list[str] = field(default_factory=list)
+    # The lines, split when first asked (`forget_lines` lets them go: a large project's
+    # files hold them only while checked).
+    _lines: list[str] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def lines(self) -> list[str]:
+        lines = self._lines
+        if lines is None:
+            lines = self._lines = python_lines(self.text)
+        return lines
+
+    def forget_lines(self) -> None:
+        self._lines = None
 
     @classmethod
     def from_bytes(cls, path: Path, display_path: str, raw: bytes) -> "SourceFile":
@@ -174,7 +186,7 @@ class SourceFile:
             raise InputError(display_path, f"unknown encoding {encoding!r}") from None
         if text.startswith("\ufeff"):
             text = text[1:]
-        return cls(path, display_path, raw, text, encoding, python_lines(text))
+        return cls(path, display_path, raw, text, encoding)
 
     @classmethod
     def read(cls, path: Path, display_path: str, max_size: int) -> "SourceFile":

@@ -12,7 +12,9 @@ import ast
 import gc
 import os
 import warnings
+import re
 import weakref
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -197,10 +199,8 @@ class FunctionInfo:
 
     @cached_property
     def source_text(self) -> str | None:
-        lines = self.module.source_lines
-        if not lines:
-            return None
-        return "\n".join(lines[self.lineno - 1:self.end_lineno])
+        """The function's lines (None when the module's text is unknown)."""
+        return self.module.text_of_lines(self.lineno, self.end_lineno)
 
     @cached_property
     def parameter_names(self) -> tuple[str, ...]:
@@ -289,10 +289,10 @@ class ModuleIndex:
     # Functions defined inside other functions (e.g. a `@cstorch.trace` step in main()),
     # with where the function that encloses each starts (line, column).
     nested_functions: list[tuple[FunctionInfo, tuple[int, int]]] = field(default_factory=list)
-    # The source lines (shared with the SourceFile, not copied), for text prefilters.
-    source_lines: list[str] = field(default_factory=list, repr=False)
-    # The decoded text, to parse again.
+    # The decoded text (shared with the SourceFile, not copied): to parse again, and for
+    # text prefilters.
     source_text: str = field(default="", repr=False)
+    _line_starts: array | None = field(default=None, repr=False)
     _definitions: dict | None = field(default=None, repr=False)
     # Told when a released tree is parsed again (what keeps trees decides when it goes).
     on_parsed_again: Callable[["ModuleIndex"], None] | None = field(default=None, repr=False)
@@ -319,6 +319,22 @@ class ModuleIndex:
             if self.on_parsed_again is not None:
                 self.on_parsed_again(self)
         return tree
+
+    def text_of_lines(self, first: int, last: int | None) -> str | None:
+        """Lines `first` to `last` (1-based, inclusive; None: to the end) of the text,
+        with their line ends; None when the text is unknown."""
+        text = self.source_text
+        if not text:
+            return None
+        starts = self._line_starts
+        if starts is None:
+            # Where each line starts, as Python numbers lines (4 bytes a line, not a
+            # string: a large project's lines would cost 100 MB).
+            starts = self._line_starts = array("I", [0])
+            starts.extend(match.end() for match in _LINE_END.finditer(text))
+        start = starts[first - 1] if first - 1 < len(starts) else len(text)
+        end = starts[last] if last is not None and last < len(starts) else len(text)
+        return text[start:end]
 
     def definition_at(self, lineno: int, col_offset: int) -> ast.AST:
         """The `def` or `class` node that starts there."""
@@ -429,14 +445,12 @@ def _function_info(node, module: "ModuleIndex", qualname: str, class_name: str |
 
 def build_module_index(tree: ast.Module, path: Path, display_path: str,
                        module_name: str | None = None,
-                       source_lines: list[str] | None = None, source_text: str = ""
-                       ) -> ModuleIndex:
+                       source_text: str = "") -> ModuleIndex:
     name, is_package = module_name_for(path)
     name = module_name or name
     index = ModuleIndex(path=path, display_path=display_path, name=name, is_package=is_package,
                         imports={}, star_imports=[], classes={}, top_level_classes={},
-                        functions={}, held_tree=tree, source_lines=source_lines or [],
-                        source_text=source_text)
+                        functions={}, held_tree=tree, source_text=source_text)
     _collect(index, tree)
     return index
 
@@ -454,14 +468,14 @@ def index_data(index: ModuleIndex) -> tuple:
             [(_function_data(info), where) for info, where in index.nested_functions])
 
 
-def index_from_data(data: tuple, source_lines: list[str], source_text: str) -> ModuleIndex:
+def index_from_data(data: tuple, source_text: str) -> ModuleIndex:
     """The index `index_data` gave, over the module's source (its tree not yet parsed)."""
     (path, display_path, name, is_package, imports, star_imports, classes,
      top_level_classes, functions, nested) = data
     index = ModuleIndex(path=Path(path), display_path=display_path, name=name,
                         is_package=is_package, imports=imports, star_imports=star_imports,
                         classes={}, top_level_classes=top_level_classes, functions={},
-                        held_tree=None, source_lines=source_lines, source_text=source_text)
+                        held_tree=None, source_text=source_text)
     for entry in classes:
         info = _class_from_data(entry, index)
         index.classes[info.qualname] = info
@@ -547,6 +561,7 @@ def _collect(index: ModuleIndex, tree: ast.Module) -> None:
                 stack.append((child, f"{qualname}.<locals>", class_name, False, child))
 
 
+_LINE_END = re.compile("\r\n|\r|\n")
 _DEFINITIONS = frozenset({ast.Import, ast.ImportFrom, ast.ClassDef, ast.FunctionDef,
                           ast.AsyncFunctionDef})
 _DEFINITION_NODES = frozenset({ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef})

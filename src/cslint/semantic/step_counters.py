@@ -26,6 +26,7 @@ from cslint.semantic.module_index import (
 )
 from cslint.semantic.project import ProjectIndex
 from cslint.semantic.tensor_values import TensorValueAnalysis
+from cslint.source import python_lines
 
 
 class Decision(Enum):
@@ -635,7 +636,7 @@ def _written_outside(module: ModuleIndex, lineage, word: str, pattern: re.Patter
     """Whether a line of the module outside the lineage's classes holds `word` and
     matches `pattern` (a write): read from the text, cheaper than walking the tree, and
     a look-alike only makes the analysis report less. Without the text: assume so."""
-    lines = module.source_lines
+    lines = python_lines(module.source_text)
     if not lines:
         return True
     spans = [(info.node.lineno, info.node.end_lineno or info.node.lineno)
