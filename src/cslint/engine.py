@@ -260,7 +260,6 @@ class _Run:
                 result.errors.append(InputError(error.module.display_path, error.problem))
         return checked
 
-
     def _jobs_for(self, count: int) -> int:
         """The processes to share `count` files among (1: this one alone)."""
         jobs = self.jobs

@@ -138,7 +138,7 @@ def bug_summary(error: BaseException) -> str:
 # Characters `str.splitlines` breaks at and Python does not (form feed, NEL, U+2028...):
 # they may sit in strings and comments, and splitting there would shift every later line.
 _NOT_PYTHON_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-_PYTHON_LINE_BREAK = re.compile("\r\n|\r|\n")
+PYTHON_LINE_BREAK = re.compile("\r\n|\r|\n")
 
 
 def python_lines(text: str) -> list[str]:
@@ -146,10 +146,19 @@ def python_lines(text: str) -> list[str]:
     # (A substring test per character: several times faster than a character-class regex.)
     if not any(character in text for character in _NOT_PYTHON_LINE_BREAKS):
         return text.splitlines()
-    lines = _PYTHON_LINE_BREAK.split(text)
+    lines = PYTHON_LINE_BREAK.split(text)
     if lines[-1] == "":
         lines.pop()  # a final line end starts no line
     return lines
+
+
+def parse_python(text: str, filename: str) -> ast.Module:
+    """`ast.parse`, quiet: invalid escapes and the like are the compiler's business, not
+    ours."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ast.parse(text, filename=filename)
 
 
 @dataclass
@@ -195,11 +204,7 @@ class SourceFile:
 
     def parse(self) -> ast.Module:
         try:
-            with warnings.catch_warnings():
-                # Invalid escapes and the like are the compiler's business, not ours.
-                warnings.simplefilter("ignore", SyntaxWarning)
-                warnings.simplefilter("ignore", DeprecationWarning)
-                return ast.parse(self.text, filename=self.display_path)
+            return parse_python(self.text, self.display_path)
         except SyntaxError as err:
             message = err.msg or "invalid syntax"
             if "too many nested" in message or "too complex" in message:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import ast
 import gc
 import os
-import warnings
-import re
 import weakref
 from array import array
 from collections import deque
@@ -23,6 +21,7 @@ from typing import Callable, Iterable
 
 from cslint.discovery import is_package_folder
 from cslint.semantic.torch_api import CSTORCH_PROGRAM_ROOTS
+from cslint.source import PYTHON_LINE_BREAK, parse_python
 
 def canonical(qualname: str) -> str:
     """Our `cslint.cstorch` twin names the same API as `cerebras.pytorch`."""
@@ -169,10 +168,7 @@ class FunctionInfo:
     @property
     def node(self) -> ast.FunctionDef | ast.AsyncFunctionDef:
         """The `def` node, from the module's tree (parsed again if it was released)."""
-        node = self.definition
-        if node is None:
-            node = self.definition = self.module.definition_at(self.lineno, self.col_offset)
-        return node
+        return _definition_node(self)
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -236,10 +232,7 @@ class ClassInfo:
     @property
     def node(self) -> ast.ClassDef:
         """The `class` node, from the module's tree (parsed again if it was released)."""
-        node = self.definition
-        if node is None:
-            node = self.definition = self.module.definition_at(self.lineno, self.col_offset)
-        return node
+        return _definition_node(self)
 
     @property
     def base_exprs(self) -> list[ast.expr]:
@@ -248,6 +241,15 @@ class ClassInfo:
     @property
     def declares_abstract(self) -> bool:
         return any(m.is_abstract for m in self.methods.values())
+
+
+def _definition_node(entry: "FunctionInfo | ClassInfo") -> ast.AST:
+    """A function's or class's node: the one held, else found by position in the module's
+    tree."""
+    node = entry.definition
+    if node is None:
+        node = entry.definition = entry.module.definition_at(entry.lineno, entry.col_offset)
+    return node
 
 
 class _OwningModule:
@@ -307,11 +309,7 @@ class ModuleIndex:
             collecting = gc.isenabled()
             gc.disable()
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", SyntaxWarning)
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    tree = self.held_tree = ast.parse(self.source_text,
-                                                      filename=self.display_path)
+                tree = self.held_tree = parse_python(self.source_text, self.display_path)
             finally:
                 if collecting:
                     gc.freeze()
@@ -331,7 +329,7 @@ class ModuleIndex:
             # Where each line starts, as Python numbers lines (4 bytes a line, not a
             # string: a large project's lines would cost 100 MB).
             starts = self._line_starts = array("I", [0])
-            starts.extend(match.end() for match in _LINE_END.finditer(text))
+            starts.extend(match.end() for match in PYTHON_LINE_BREAK.finditer(text))
         start = starts[first - 1] if first - 1 < len(starts) else len(text)
         end = starts[last] if last is not None and last < len(starts) else len(text)
         return text[start:end]
@@ -339,7 +337,7 @@ class ModuleIndex:
     def definition_at(self, lineno: int, col_offset: int) -> ast.AST:
         """The `def` or `class` node that starts there."""
         definitions = self._definitions
-        if definitions is None or self.held_tree is None:
+        if definitions is None:  # (let go with the tree)
             definitions = self._definitions = _definitions_in(self.tree)
         return definitions[(lineno, col_offset)]
 
@@ -561,7 +559,6 @@ def _collect(index: ModuleIndex, tree: ast.Module) -> None:
                 stack.append((child, f"{qualname}.<locals>", class_name, False, child))
 
 
-_LINE_END = re.compile("\r\n|\r|\n")
 _DEFINITIONS = frozenset({ast.Import, ast.ImportFrom, ast.ClassDef, ast.FunctionDef,
                           ast.AsyncFunctionDef})
 _DEFINITION_NODES = frozenset({ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef})
