@@ -500,3 +500,39 @@ def test_a_class_is_not_ported_while_a_module_function_it_calls_keeps_a_finding(
     ported = port_file(str(path), Config())
     assert {c.name: c.remaining for c in ported.classes} == \
         {"Clipped": ("CS201",), "Plain": ()}
+
+
+CONDITIONAL_LISTS = '''\
+import torch
+import cerebras.pytorch as cstorch
+
+
+class Blocks(cstorch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    def preinitialize(self):
+        pass
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                n = p.shape[0]
+                sizes = [(n, n)] if p.grad.norm() > 1 else [(n, 1), (1, n)]
+                scale = 0.5 if p.grad.norm() > 1 else 1.0
+                p.add_(-group["lr"] * scale * p.grad * len(sizes))
+'''
+
+
+def test_a_tensor_conditional_choosing_between_lists_stays(tmp_path: Path):
+    """`a if t else b` becomes torch.where only where both values may be tensors: a
+    choice between lists (or tuples) of shapes stays, and is listed (CS203)."""
+    path = tmp_path / "blocks.py"
+    path.write_text(CONDITIONAL_LISTS)
+    ported = port_file(str(path), Config()).ported.decode()
+    assert "sizes = [(n, n)] if p.grad.norm() > 1 else [(n, 1), (1, n)]" in ported
+    assert "scale = torch.where(p.grad.norm() > 1, 0.5, 1.0)" in ported
+    remaining = [f.location.line for f in port_file(str(path), Config()).findings
+                 if f.code == "CS203"]
+    assert remaining == [17]

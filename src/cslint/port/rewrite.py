@@ -457,10 +457,13 @@ class _Rewriter:
 
     def _conditional(self, finding: Finding) -> Edit | None:
         """`a if t > 0 else b` (the finding spans the test) -> torch.where, when neither
-        branch has side effects (both are computed)."""
+        branch has side effects (both are computed) or makes a list or tuple (which
+        torch.where cannot select)."""
         for test in self.by_location.get(finding.location, ()):
             expression = self.parents.get(id(test))
             if isinstance(expression, ast.IfExp) and expression.test is test \
+                    and not _makes_a_collection(expression.body) \
+                    and not _makes_a_collection(expression.orelse) \
                     and _side_effect_free(expression.body) \
                     and _side_effect_free(expression.orelse):
                 return Edit(*self.span(expression),
@@ -1356,13 +1359,18 @@ def _selectable(node: ast.expr) -> bool:
     arithmetic, a call's result), not an existing object it names (selecting a copy of
     that would not alias it), and not a list of tensors (a display, a comprehension, a
     `_foreach_` op's result)."""
+    return not _makes_a_collection(node) and \
+        not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Starred))
+
+
+def _makes_a_collection(node: ast.expr) -> bool:
+    """A display, a comprehension, or a `_foreach_` op's result: what `torch.where`
+    cannot select between (a list of shapes, a list of tensors)."""
     if isinstance(node, (ast.List, ast.ListComp, ast.Tuple, ast.Set, ast.SetComp, ast.Dict,
                          ast.DictComp, ast.GeneratorExp)):
-        return False
-    if isinstance(node, ast.Call) and (dotted_name(node.func) or "").rsplit(".", 1)[-1] \
-            .startswith("_foreach_"):
-        return False
-    return not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Starred))
+        return True
+    return isinstance(node, ast.Call) and (dotted_name(node.func) or "").rsplit(".", 1)[-1] \
+        .startswith("_foreach_")
 
 
 _INCREMENTS = {"add_": ({1}, {"alpha"}), "sub_": ({1}, {"alpha"}),

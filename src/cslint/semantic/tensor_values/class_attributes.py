@@ -13,7 +13,8 @@ from cslint.semantic.project import ClassRef, ProjectIndex
 from cslint.semantic.tensor_values.values import (
     MODULE_KINDS, UNSEEN_MODULE_CLASS, Function, Marker, Tensor, Value, join, union_classes,
 )
-from cslint.semantic.torch_api import COMPILE
+from cslint.semantic.torch_api import COMPILE, DEVICE_ATTRIBUTES, METADATA_ATTRIBUTES, \
+    METADATA_METHODS
 
 
 class ClassAttributes:
@@ -333,16 +334,70 @@ def _number_parameters(function: ast.AST) -> set[str]:
     return numbers
 
 
-def _is_python_number(node: ast.expr, numbers: set[str]) -> bool:
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        return node.func.id in ("float", "int", "len", "round")
-    if isinstance(node, ast.Name):
-        return node.id in numbers
-    if isinstance(node, ast.UnaryOp):
-        return _is_python_number(node.operand, numbers)
-    return False
+def _is_python_value(node: ast.expr, names: set[str], keys: set[str] = frozenset()) -> bool:
+    """Whether `node` is a Python value by its form alone: numbers, booleans and strings;
+    `float()`, `int()`, `len()`, `round()` results; a tensor's metadata (`p.shape`,
+    `p.numel()`, `p.dim()`) and what is computed from such values (`shape[0]`,
+    `math.prod(shape[1:])`, `len(shape) < 2`, a non-empty tuple of them); `names`:
+    names known to hold such values, `keys`: literal keys whose entries do
+    (`state["shape"][0]`). (`None` and `[]` are not: a tensor often takes their place
+    later.) Iterative: a sum of thousands of terms must not exhaust the stack."""
+    pending = [node]
+    while pending:
+        node = pending.pop()
+        kind = node.__class__
+        if kind is ast.Constant:
+            if not isinstance(node.value, (int, float, str)):  # (a bool is an int)
+                return False
+        elif kind is ast.Name:
+            if node.id not in names:
+                return False
+        elif kind is ast.Attribute:
+            if node.attr not in METADATA_ATTRIBUTES or node.attr in DEVICE_ATTRIBUTES:
+                return False
+        elif kind is ast.Call:
+            func = node.func
+            if func.__class__ is ast.Name and func.id in _NUMBER_BUILTINS:
+                continue
+            if func.__class__ is ast.Attribute and func.attr in METADATA_METHODS \
+                    and func.attr not in ("type", "data_ptr"):
+                continue
+            if func.__class__ is ast.Name and func.id in ("min", "max") or \
+                    func.__class__ is ast.Attribute and func.value.__class__ is ast.Name \
+                    and func.value.id == "math":
+                if not node.args or node.keywords:
+                    return False
+                pending.extend(node.args)
+            else:
+                return False
+        elif kind is ast.Subscript:
+            index = node.slice
+            if index.__class__ is ast.Constant and isinstance(index.value, str):
+                if index.value not in keys:
+                    return False
+            else:
+                pending.append(node.value)
+        elif kind is ast.UnaryOp:
+            pending.append(node.operand)
+        elif kind is ast.BinOp:
+            pending += (node.left, node.right)
+        elif kind is ast.Compare:
+            pending.append(node.left)
+            pending.extend(node.comparators)
+        elif kind is ast.BoolOp:
+            pending.extend(node.values)
+        elif kind is ast.IfExp:
+            pending += (node.body, node.orelse)
+        elif kind is ast.Tuple or kind is ast.List:
+            if not node.elts:
+                return False
+            pending.extend(node.elts)
+        else:
+            return False
+    return True
+
+
+_NUMBER_BUILTINS = frozenset({"float", "int", "len", "round"})
 
 
 # Text pre-filters: each regex starts with a literal, which `re` finds fast (alternations
@@ -373,31 +428,51 @@ def _may_store_under_a_key(function: FunctionInfo) -> bool:
 
 
 def _python_valued_keys(nodes: list[ast.AST], parameters: set[str] = frozenset()) -> set[str]:
-    """Literal state keys written with Python numbers in one function, given its nodes
-    (a syntactic scan: constants, float()/int() results, names bound only to such values,
-    and parameters that are numbers)."""
-    numbers: set[str] = set(parameters)
-    not_numbers: set[str] = set()
-    assignments = [n for n in nodes if n.__class__ is ast.Assign]
-    for node in assignments:
+    """Literal state keys written with Python values (`_is_python_value`) in one function,
+    given its nodes; names bound only to such values, and parameters that are numbers,
+    count as such values."""
+    bindings: dict[str, list[ast.expr]] = {}
+    unpacked: set[str] = set()  # bound from a tuple's element: not followed
+    for node in nodes:
+        if node.__class__ is ast.AnnAssign and node.target.__class__ is ast.Name \
+                and node.value is not None:
+            bindings.setdefault(node.target.id, []).append(node.value)
+        if node.__class__ is not ast.Assign:
+            continue
         for target in node.targets:
             if target.__class__ is ast.Name:
-                (numbers if _is_python_number(node.value, frozenset())
-                 else not_numbers).add(target.id)
-    numbers -= not_numbers
-    keys: set[str] = set()
+                bindings.setdefault(target.id, []).append(node.value)
+            elif target.__class__ in (ast.Tuple, ast.List):
+                unpacked.update(e.id for e in target.elts if e.__class__ is ast.Name)
+    for name in unpacked:
+        bindings.pop(name, None)
+    names: set[str] = set(parameters) - set(bindings) - unpacked
+    stores: list[tuple[str, ast.expr]] = []  # (literal key, value)
     for node in nodes:
         if node.__class__ is ast.Assign:
-            for target in node.targets:
-                if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) \
-                        and isinstance(target.slice.value, str) \
-                        and _is_python_number(node.value, numbers):
-                    keys.add(target.slice.value)
+            stores.extend((target.slice.value, node.value) for target in node.targets
+                          if isinstance(target, ast.Subscript)
+                          and isinstance(target.slice, ast.Constant)
+                          and isinstance(target.slice.value, str))
         elif node.__class__ is ast.Call and node.func.__class__ is ast.Attribute \
                 and node.func.attr == "setdefault" and len(node.args) == 2 \
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str) \
-                and _is_python_number(node.args[1], numbers):
-            keys.add(node.args[0].value)
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            stores.append((node.args[0].value, node.args[1]))
+    # A name holds a Python value when each of its assignments gives one, given the names
+    # and keys already known (`shape = p.shape`, then `rows = shape[0]`); a key does when
+    # one of its stores does (`state["rows"] = state["shape"][0]`).
+    keys: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, values in bindings.items():
+            if name not in names and all(_is_python_value(v, names, keys) for v in values):
+                names.add(name)
+                changed = True
+        for key, value in stores:
+            if key not in keys and _is_python_value(value, names, keys):
+                keys.add(key)
+                changed = True
     return keys
 
 
