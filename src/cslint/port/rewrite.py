@@ -174,7 +174,9 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
                 or linted.project.subclasses.get(id(ref)):
             continue
         found = linted.project.find_method(ref, "preinitialize", config.cstorch_version)
-        if found is None or found.abstract and found.function is None:
+        # (cstorch's own, abstract, is found where its source is in the project: the
+        # runtime reference linted inside its own repository.)
+        if found is None or found.abstract:
             stateless.append(info.node)
     steps = (lambda: rewriter.import_edits(bool(torch_classes)), rewriter.base_edits,
              rewriter.lazy_state_edits, lambda: rewriter.stateless_edits(stateless),
@@ -482,8 +484,16 @@ class _Rewriter:
         computed), and no comment is inside. Later lines see the earlier names
         selected, as each branch saw its own."""
         for test in self.by_location.get(finding.location, ()):
+            # The linter reports the tensor operand of `a and t > 0`: the test is the
+            # whole expression it is part of.
+            while isinstance(self.parents.get(id(test)), ast.BoolOp) or (
+                    isinstance(self.parents.get(id(test)), ast.UnaryOp)
+                    and isinstance(self.parents[id(test)].op, ast.Not)):
+                test = self.parents[id(test)]
             statement = self.parents.get(id(test))
             if not (isinstance(statement, ast.If) and statement.test is test):
+                continue
+            if not _evaluable_together(test):
                 continue
             while isinstance(self.parents.get(id(statement)), ast.If) and \
                     self.parents[id(statement)].orelse == [statement]:
@@ -608,12 +618,31 @@ class _Rewriter:
         if id(test) not in tensor_tests and \
                 not any(isinstance(n, ast.Compare) for n in ast.walk(test)):
             return None
+        if _has_tensor_operand(test, tensor_tests):
+            return self._logical(test, tensor_tests)
         if id(test) not in tensor_tests or isinstance(test, ast.BoolOp):
             # A comparison the linter could not type may be of a tensor (the next
             # branch's `step_size > 0`), and `not option or t > 0` is a Python bool or
             # a tensor as the option is: torch.where takes either as a tensor.
             return f"{self.torch}.as_tensor({self.code(test)})"
         return self.code(test)
+
+    def _logical(self, test: ast.expr, tensor_tests: set[int]) -> str:
+        """`a and t > 0` as a tensor: `torch.logical_and(torch.as_tensor(a), t > 0)`.
+        Python's `and` would ask a tensor operand for its truth (a host read); the
+        logical ops take each operand's truth elementwise, a Python one as a tensor."""
+        if isinstance(test, ast.BoolOp):
+            name = "logical_and" if isinstance(test.op, ast.And) else "logical_or"
+            operands = [self._logical(value, tensor_tests) for value in test.values]
+            combined = operands[-1]
+            for operand in reversed(operands[:-1]):
+                combined = f"{self.torch}.{name}({operand}, {combined})"
+            return combined
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return f"{self.torch}.logical_not({self._logical(test.operand, tensor_tests)})"
+        if _has_tensor_operand(test, tensor_tests):
+            return self.code(test)
+        return f"{self.torch}.as_tensor({self.code(test)})"
 
     def _selected_update(self, statement: ast.If, tensor_tests: set[int]) -> Edit | None:
         """`if t > 0: p.addcdiv_(a, b, value=-s)` / `elif s > 0: p.add_(a, alpha=-s)`:
@@ -668,7 +697,7 @@ class _Rewriter:
         (an `if`, an optional `else`) that names none of the updated tensors, side-effect
         free arguments, and no comment inside."""
         test = statement.test
-        if id(test) not in tensor_tests or not _side_effect_free(test) or \
+        if not _has_tensor_operand(test, tensor_tests) or not _side_effect_free(test) or \
                 (statement.orelse and isinstance(statement.orelse[0], ast.If)):
             return None
         function = self._function_of(statement)
@@ -825,20 +854,39 @@ class _LazyStatePlan:
         param = param_loop.target.id
         if _mentions_grad(param_loop.iter):
             return False
+        # (`grad_shape: tuple[int, ...] = grad.shape` too: annotated)
+        candidates = [s for block in blocks for s in block
+                      if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None
+                      and s.end_lineno < guards[0].lineno
+                      and all(isinstance(t, (ast.Name, ast.Tuple)) for t in _targets(s))]
+        gradients = _gradient_names(candidates, param, where)
         # The guards' statements: creations (and option tests around them) only.
         counter: list[ast.stmt] = []
         moved: list[ast.stmt] = []
         guarded: dict[int, list[ast.stmt]] = {}  # what each guard moves
+        # State the first step makes from the gradient's values, and what the guard does
+        # to it after (`self.maximize_gradient(state["m"])`): `_FirstStep`.
+        first_step: _FirstStep | None = None
         for guard in guards:
             if guard.orelse:
                 return False
             for statement in guard.body:
                 if _is_step_counter(statement, state_name):
                     counter.append(statement)
+                elif first_step is not None and first_step.guard is guard and \
+                        first_step.follows(statement):
+                    continue
                 elif _only_creates(statement, state_name) \
+                        and not _reads_values_of(statement, gradients, param) \
                         or self._local_to_guard(statement, guard, where, state_name):
                     moved.append(statement)
                     guarded.setdefault(id(guard), []).append(statement)
+                elif (key := _seeded_key(statement, state_name, gradients, param)) is not None:
+                    if first_step is None:
+                        first_step = _FirstStep(guard, state_name)
+                    elif first_step.guard is not guard:
+                        return False  # two checks, two first steps: one flag each needed
+                    first_step.add(key, statement)
                 elif (creations := _under_gradient_test(statement, state_name)) is not None:
                     # `if p.grad.is_sparse: state["k"] = zeros_like(p)`: preinitialize has
                     # no gradient to test, so the state is made for every parameter
@@ -853,16 +901,17 @@ class _LazyStatePlan:
         init_edit = self._enable_global_step(methods.get("__init__")) if counter else None
         if counter and init_edit is None:
             return False
-        # (`grad_shape: tuple[int, ...] = grad.shape` too: annotated)
-        candidates = [s for block in blocks for s in block
-                      if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None
-                      and s.end_lineno < guards[0].lineno
-                      and all(isinstance(t, (ast.Name, ast.Tuple)) for t in _targets(s))]
-        gradients = _gradient_names(candidates, param, where)
+        if first_step is not None and not first_step.ready(self.owner, where):
+            return False
         known = {group, param, state_name} | set(gradients)
-        conditions = {id(g): self._option_tests(g, param_loop, state_name, gradients)
+        # The tests of options each check's creations keep: those of the `if`s around
+        # it, and those beside the state's test in its own (`len(state) == 0 and
+        # self.p_bound is not None`: `p.norm().mul_(self.p_bound)` needs its option).
+        conditions = {id(g): [c.test for c in
+                              self._option_tests(g, param_loop, state_name, gradients)]
+                      + _option_conjuncts(g.test, state_name, gradients)
                       for g in guards}
-        prelude = self._prelude(moved + [c.test for g in guards for c in conditions[id(g)]],
+        prelude = self._prelude(moved + [t for g in guards for t in conditions[id(g)]],
                                 known, candidates)
         if prelude is None:
             # An option test needs what only step has: the creations go unconditionally
@@ -891,13 +940,21 @@ class _LazyStatePlan:
         body = unit * 3 + indent
         for statement in prelude:
             lines.extend(_reindented(r, statement, body, renamed, param))
+        alias = _cstorch_name(r.tree) or "cstorch"
         for guard in guards:
             depth = body
-            for condition in conditions[id(guard)] if guarded.get(id(guard)) else ():
-                lines.append(f"{depth}if {r.code(condition.test)}:")
+            seeded = first_step is not None and first_step.guard is guard
+            for condition in conditions[id(guard)] if guarded.get(id(guard)) or seeded else ():
+                lines.append(f"{depth}if {r.code(condition)}:")
                 depth += unit
             for statement in guarded.get(id(guard), ()):
                 lines.extend(_reindented(r, statement, depth, renamed, param))
+            if seeded:
+                # The first step's values are the gradient's, shaped like the parameter.
+                lines.extend(f"{depth}{state_name}[{r.code(key)}] = {alias}.zeros_like({param})"
+                             for key in first_step.key_nodes)
+                lines.append(f"{depth}{state_name}[{first_step.flag_code(r)}] = "
+                             f"{alias}.zeros(())")
         placeholder = _placeholder_body(existing)
         if existing is None:
             at = r.line_start(_first_line(step))
@@ -913,7 +970,10 @@ class _LazyStatePlan:
         else:
             return False  # (the file's last line: does not happen after a generated one)
         for guard in guards:
-            self.edits.append(self._removal(guard))
+            if first_step is not None and first_step.guard is guard:
+                self.edits.append(Edit(*r.span(guard), first_step.selection(r)))
+            else:
+                self.edits.append(self._removal(guard))
         for statement in increments:
             loop = next(a for a in r.ancestors(statement) if isinstance(a, ast.For))
             self.edits.append(Edit(*r.span(statement),
@@ -1093,6 +1153,189 @@ class _LazyStatePlan:
 
     def _removal(self, guard: ast.If) -> Edit:
         return _removal(self.r, guard)
+
+
+class _FirstStep:
+    """State a lazy-initialisation check makes from the gradient's values
+    (`state["m"] = grad.clone()`), then changes in place (`self.maximize_gradient(
+    state["m"])`). preinitialize makes it zeros like the parameter, and a flag of the
+    parameter's state says whether its first step has run; in step, in place of the
+    check, the values are computed each step and the state takes them on the first:
+    `state["m"].copy_(torch.where(first_step, first_m, state["m"]))`."""
+
+    FLAG = "initialised"
+
+    def __init__(self, guard: ast.If, state_name: str):
+        self.guard = guard
+        self.state_name = state_name
+        self.flag = self.FLAG
+        self.keys: dict[str, str] = {}  # key -> the local its first value goes in
+        self.key_nodes: list[ast.expr] = []
+        self.statements: list[ast.stmt] = []  # the creations and what follows them
+
+    def flag_code(self, r: "_Rewriter") -> str:
+        """The flag's key, quoted as the state's keys are."""
+        quote = r.code(self.key_nodes[0])[0] if self.key_nodes else '"'
+        return f"{quote}{self.flag}{quote}" if quote in "'\"" else repr(self.flag)
+
+    def add(self, key: str, statement: ast.Assign) -> None:
+        self.keys[key] = "first_" + key
+        self.key_nodes.append(statement.targets[0].slice)
+        self.statements.append(statement)
+
+    def follows(self, statement: ast.stmt) -> bool:
+        """A call that changes the new state in place and reads no other state
+        (`self.maximize_gradient(state["m"], maximize=self.maximize)`,
+        `state["m"].mul_(-1)`): it runs on the first values."""
+        if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)):
+            return False
+        uses = [n for n in ast.walk(statement) if isinstance(n, ast.Name)
+                and n.id == self.state_name]
+        places = [n for n in ast.walk(statement) if isinstance(n, ast.Subscript)
+                  and _state_key(n, self.state_name) in self.keys]
+        if not places or len(uses) != len(places) or _mentions_grad(statement) or \
+                any(isinstance(n, ast.Attribute) and n.attr == "state"
+                    for n in ast.walk(statement)):
+            return False
+        self.statements.append(statement)
+        return True
+
+    def ready(self, owner: ast.ClassDef, function: ast.AST) -> bool:
+        """Whether the names the selection adds are free: the flag in the class's state,
+        the locals in the function; and the check's test is a test of the state, with
+        options beside it only (`self.mode == "m" and "m" not in state`)."""
+        if any(isinstance(n, ast.Constant) and n.value == self.flag for n in ast.walk(owner)):
+            return False
+        taken = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)} | \
+            {a.arg for a in ast.walk(function) if isinstance(a, ast.arg)}
+        if taken & ({"first_step"} | set(self.keys.values())) or \
+                not all(key.isidentifier() for key in self.keys):
+            return False
+        return self._options() is not None
+
+    def _options(self) -> list[ast.expr] | None:
+        """The option tests beside the state's test in the check (None: not one)."""
+        test = self.guard.test
+        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) \
+            else [test]
+        of_state = [t for t in parts if _mentions(t, self.state_name)]
+        options = [t for t in parts if t not in of_state]
+        if len(of_state) != 1 or _mentions_grad(test) or \
+                not all(_side_effect_free(t) for t in options):
+            return None
+        return options
+
+    def selection(self, r: "_Rewriter") -> str:
+        """What takes the check's place in step."""
+        newline = _newline(r.text)
+        indent = r.indent_of(self.guard)
+        options = self._options() or []
+        depth = indent + (_unit_indent(r.text, self.guard, indent) if options else "")
+        state, torch = self.state_name, r.torch or "torch"
+        lines = [f"if {' and '.join(r.code(t) for t in options)}:"] if options else []
+        flag = self.flag_code(r)
+        lines.append(f"{depth}first_step = {state}[{flag}] == 0")
+        renamed = {id(n): self.keys[_state_key(n, state)]
+                   for statement in self.statements for n in ast.walk(statement)
+                   if isinstance(n, ast.Subscript) and _state_key(n, state) in self.keys}
+        for statement in self.statements:
+            lines.extend(_reindented(r, statement, depth, renamed))
+        unit = _unit_indent(r.text, self.guard, indent)
+        for node in self.key_nodes:
+            place = f"{state}[{r.code(node)}]"
+            arguments = f"first_step, {self.keys[node.value]}, {place}"
+            line = f"{depth}{place}.copy_({torch}.where({arguments}))"
+            if len(line) > _LINE_LENGTH:
+                line = f"{depth}{place}.copy_({torch}.where({newline}{depth}{unit}{arguments}))"
+            lines.append(line)
+        lines.append(f"{depth}{state}[{flag}].fill_(1.0)")
+        # (The check's span starts after its indentation.)
+        return newline.join(lines).lstrip()
+
+
+def _option_conjuncts(test: ast.expr, state_name: str, gradients: set[str]
+                      ) -> list[ast.expr]:
+    """The operands of an `and` test that test options only (no state, no gradient)."""
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+        return []
+    return [value for value in test.values
+            if not _mentions(value, state_name) and not _mentions_grad(value)
+            and not _loaded_names(value) & gradients and _side_effect_free(value)]
+
+
+def _seeded_key(statement: ast.stmt, state_name: str, gradients: set[str],
+                param: str) -> ast.expr | None:
+    """The key of `state["k"] = <the gradient's values, shaped like the parameter>`
+    (`grad.clone()`, `-grad.clone()`, `grad.square()`, `p.grad.clone().mul_(c)`)."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+        return None
+    key = _state_key(statement.targets[0], state_name)
+    value = statement.value
+    if key is None or _mentions(value, state_name) or \
+            not _reads_values_of(value, gradients, param) or \
+            not _like_parameter(value, gradients, param):
+        return None
+    return key
+
+
+def _reads_values_of(node: ast.AST, gradients: set[str], param: str) -> bool:
+    """Whether `node` reads the gradient (a name bound to it, or `.grad`) for more than
+    its shape, dtype or device."""
+    shape_only = {id(n) for n in _shape_only_uses(node, gradients, param)}
+    return any((isinstance(n, ast.Name) and n.id in gradients or
+                isinstance(n, ast.Attribute) and n.attr == "grad") and id(n) not in shape_only
+               for n in ast.walk(node))
+
+
+def _like_parameter(node: ast.expr, gradients: set[str], param: str) -> bool:
+    """An expression whose value has the parameter's shape and dtype: the gradient or
+    the parameter, through elementwise ops with numbers and options."""
+    if isinstance(node, ast.Name):
+        return node.id in gradients or node.id == param
+    if isinstance(node, ast.Attribute):
+        return node.attr == "grad" and isinstance(node.value, ast.Name) \
+            and node.value.id == param
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.op, (ast.USub, ast.UAdd)) and \
+            _like_parameter(node.operand, gradients, param)
+    if isinstance(node, ast.BinOp):
+        left, right = (_like_parameter(side, gradients, param)
+                       for side in (node.left, node.right))
+        return (left or right) and all(
+            like or _scalar(side, gradients, param)
+            for like, side in ((left, node.left), (right, node.right)))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and not node.keywords:
+        method = node.func.attr
+        if isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
+            return method in _ELEMENTWISE and bool(node.args) and \
+                _like_parameter(node.args[0], gradients, param) and \
+                all(_scalar(a, gradients, param) for a in node.args[1:])
+        return method in _ELEMENTWISE and _like_parameter(node.func.value, gradients, param) \
+            and all(_scalar(a, gradients, param) or _like_parameter(a, gradients, param)
+                    for a in node.args)
+    return False
+
+
+def _scalar(node: ast.expr, gradients: set[str], param: str) -> bool:
+    """A number, or a name or option (`group["beta"]`) that is neither the gradient nor
+    the parameter: a hyperparameter, broadcast over the tensor."""
+    if isinstance(node, ast.UnaryOp):
+        return _scalar(node.operand, gradients, param)
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    return isinstance(node, (ast.Name, ast.Subscript, ast.Attribute)) and \
+        not _mentions_grad(node) and not any(
+            isinstance(n, ast.Name) and (n.id in gradients or n.id == param)
+            for n in ast.walk(node))
+
+
+# Elementwise ops that keep their input's shape and dtype (methods of a tensor, or
+# functions of torch given it first).
+_ELEMENTWISE = frozenset({
+    "clone", "detach", "abs", "abs_", "neg", "neg_", "sign", "sign_", "square", "square_",
+    "sqrt", "sqrt_", "mul", "mul_", "add", "add_", "sub", "sub_", "div", "div_", "pow",
+    "pow_", "contiguous"})
 
 
 def _removal(r: _Rewriter, statement: ast.stmt) -> Edit:
@@ -1361,6 +1604,33 @@ def _selectable(node: ast.expr) -> bool:
     `_foreach_` op's result)."""
     return not _makes_a_collection(node) and \
         not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Starred))
+
+
+def _has_tensor_operand(test: ast.expr, tensor_tests: set[int]) -> bool:
+    """`test` is a test the linter found on a tensor, or a `not` or `and`/`or` of one."""
+    if id(test) in tensor_tests:
+        return True
+    if isinstance(test, ast.BoolOp):
+        return any(_has_tensor_operand(value, tensor_tests) for value in test.values)
+    return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and \
+        _has_tensor_operand(test.operand, tensor_tests)
+
+
+def _evaluable_together(test: ast.expr) -> bool:
+    """Whether every operand of an `and`/`or` may be computed whatever the others give:
+    not where an earlier one guards a later one (`x is not None and x.norm() > 0`,
+    `isinstance(x, Tensor) and ...`, `"k" in state and state["k"] > 0`)."""
+    if not isinstance(test, ast.BoolOp):
+        return not isinstance(test, ast.UnaryOp) or _evaluable_together(test.operand)
+    for value in test.values[:-1]:
+        for node in ast.walk(value):
+            if isinstance(node, ast.Compare) and any(
+                    isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
+                return False
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id in ("isinstance", "hasattr", "callable", "len"):
+                return False
+    return all(_evaluable_together(value) for value in test.values)
 
 
 def _makes_a_collection(node: ast.expr) -> bool:

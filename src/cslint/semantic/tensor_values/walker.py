@@ -235,10 +235,7 @@ class FunctionWalker(StatementWalker):
     def truth(self, node: ast.expr) -> Value:
         """`node` used as a condition: every operand of and/or/not is tested."""
         if isinstance(node, ast.BoolOp):
-            result = None
-            for operand in node.values:
-                result = join(result, self.truth(operand))
-            return result
+            return self._operands(node, lambda operand, last: self.truth(operand))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             self.truth(node.operand)
             return None
@@ -409,10 +406,25 @@ class FunctionWalker(StatementWalker):
         return None
 
     def eval_BoolOp(self, node: ast.BoolOp) -> Value:
+        return self._operands(node, lambda operand, last:
+                              self.eval(operand) if last else self.truth(operand))
+
+    def _operands(self, node: ast.BoolOp, visit) -> Value:
+        """The join of `visit(operand, is_last)` over the operands of `and`/`or`, each
+        seen where the ones before it let it run: after `isinstance(x, Tensor) or`, `x`
+        holds no tensor (the right operand runs only where the left is false)."""
         result = None
-        for operand in node.values[:-1]:
-            result = join(result, self.truth(operand))
-        return join(result, self.eval(node.values[-1]))
+        not_tensors: set[str] = set()
+        last = len(node.values) - 1
+        for index, operand in enumerate(node.values):
+            if not_tensors:
+                value = self._narrowed(lambda: visit(operand, index == last), not_tensors)
+            else:
+                value = visit(operand, index == last)
+            result = join(result, value)
+            when_true, when_false = _not_tensors(operand)
+            not_tensors |= when_true if isinstance(node.op, ast.And) else when_false
+        return result
 
     def eval_Compare(self, node: ast.Compare) -> Value:
         values = [self.eval(node.left)] + [self.eval(c) for c in node.comparators]
@@ -432,11 +444,15 @@ class FunctionWalker(StatementWalker):
     def _narrowed_eval(self, node: ast.expr, not_tensors: set[str]) -> Value:
         """The expression's value where these names hold no tensor (as `_narrowed_block`;
         a name the expression binds with `:=` keeps what it bound)."""
+        return self._narrowed(lambda: self.eval(node), not_tensors)
+
+    def _narrowed(self, evaluate, not_tensors: set[str]) -> Value:
+        """`evaluate()` where these names hold no tensor (see `_narrowed_eval`)."""
         narrowed = {name: self.env[name] for name in not_tensors if name in self.env}
         for name in narrowed:
             self.env[name] = None
         try:
-            return self.eval(node)
+            return evaluate()
         finally:
             for name, value in narrowed.items():
                 if self.env.get(name) is None:
