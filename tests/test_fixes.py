@@ -21,7 +21,8 @@ from cslint.config import DEFAULT_MAX_FILE_SIZE
 from cslint.deep_stack import with_deep_stack
 from cslint.diagnostics import Finding, Location, Severity
 from cslint.engine import lint
-from cslint.fixes import cstorch_creation_fix, replace_call_fix, scale_first_argument_fix, \
+from cslint.fixes import cstorch_creation_fix, multiply_ones_fix, replace_call_fix, \
+    scale_first_argument_fix, \
     scale_foreach_argument_fix
 from cslint.semantic.torch_api import FOREACH_SCALAR_ARGUMENTS
 from cslint.fixes.apply import fix_findings, fix_source
@@ -69,9 +70,10 @@ def test_fix_fixture(fixture: Path, tmp_path: Path):
 
 # ---- fix fixtures driven by the fix builders (CS104's and CS205's rewrites) ---------------
 
-def _builder_findings(source: SourceFile) -> list[Finding]:
-    """Attach the builders' fixes to every call they apply to, as CS104 / CS205 would
-    (CS205's on Tensor methods and on `torch._foreach_*` ops)."""
+def _builder_findings(source: SourceFile, builder: str) -> list[Finding]:
+    """Attach the fixes of `builder` (the fixture's name: the builder it tests) to every
+    call they apply to, as CS104 / CS205 would (CS205's on Tensor methods, on
+    `torch._foreach_*` ops and on fill values)."""
     tree = source.parse()
     findings = []
     for node in ast.walk(tree):
@@ -86,6 +88,11 @@ def _builder_findings(source: SourceFile) -> list[Finding]:
             if scale:
                 fix = scale_foreach_argument_fix(node.func.attr, keyword)
                 where = scale[0]
+        elif isinstance(node.func.value, ast.Name) and node.func.value.id == "torch" \
+                and node.func.attr in ("full", "full_like") and \
+                not isinstance(fill := _fill_value(node), (ast.Constant, type(None))):
+            fix = multiply_ones_fix(node.func.attr)  # (a fill value that is a tensor)
+            where = fill
         elif isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
             fix = cstorch_creation_fix(node)
         elif node.func.attr in ("add_", "sub_", "addcdiv_", "addcmul_"):
@@ -94,7 +101,7 @@ def _builder_findings(source: SourceFile) -> list[Finding]:
             if scale:
                 fix = scale_first_argument_fix(node.func.attr, keyword)
                 where = scale[0]
-        if fix is None:
+        if fix is None or not builder.startswith(_BUILDER_OF_KIND[type(fix).__name__]):
             continue
         end_col = source.character_column(where.end_lineno, where.end_col_offset)
         location = Location(where.lineno,
@@ -105,19 +112,30 @@ def _builder_findings(source: SourceFile) -> list[Finding]:
     return findings
 
 
+# Each kind of fix by the name of the builder fixtures that test it.
+_BUILDER_OF_KIND = {"ReplaceCall": "creation_ops", "ScaleFirstArgument": "scale_first_argument",
+                    "ScaleForeachArgument": "scale_foreach_argument",
+                    "MultiplyOnes": "multiply_ones"}
+
+
+def _fill_value(call: ast.Call) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == "fill_value"),
+                call.args[1] if len(call.args) > 1 else None)
+
+
 @pytest.mark.parametrize("fixture", _pairs(BUILDER_FIXTURES), ids=lambda p: p.name)
 def test_builder_fixture(fixture: Path, tmp_path: Path):
     target = tmp_path / "module.py"
     shutil.copyfile(fixture, target)
     source = SourceFile.read(target, "module.py", DEFAULT_MAX_FILE_SIZE)
-    findings = _builder_findings(source)
+    findings = _builder_findings(source, fixture.name)
     assert findings
     fixed = fix_source(source, findings)
     assert not fixed.dropped, fixed.dropped
     assert fixed.new_raw.decode("utf-8") == _out(fixture).read_text(encoding="utf-8")
     write_fixed(fixed.source, fixed.new_raw)
     again = SourceFile.read(target, "module.py", DEFAULT_MAX_FILE_SIZE)
-    assert not fix_source(again, _builder_findings(again)).changed
+    assert not fix_source(again, _builder_findings(again, fixture.name)).changed
 
 
 def test_creation_fix_refuses_what_cstorch_does_not_take():
@@ -991,3 +1009,17 @@ def test_a_call_in_a_decorator_is_found_by_its_span(tmp_path: Path):
     fixed = fix_source(source, [finding])
     assert fixed.applied == [finding]
     assert b"@keep(cstorch.zeros_like(p))\n" in fixed.new_raw
+
+
+def test_a_fill_value_with_a_comment_is_not_moved(tmp_path: Path):
+    """The fill value moves into `.mul_()`: a comment beside it would be lost, so the fix
+    is refused there (and made where there is none)."""
+    target = tmp_path / "module.py"
+    target.write_text("import torch\n\n\ndef f(p, lr):\n"
+                      "    a = torch.full(\n        (2,),\n        lr,  # the lr\n    )\n"
+                      "    b = torch.full_like(p, lr)\n    return a, b\n")
+    source = SourceFile.read(target, "module.py", DEFAULT_MAX_FILE_SIZE)
+    fixed = fix_source(source, _builder_findings(source, "multiply_ones"))
+    assert len(fixed.dropped) == 1
+    assert "lr,  # the lr" in fixed.new_raw.decode()
+    assert "b = torch.ones_like(p).mul_(lr)" in fixed.new_raw.decode()

@@ -167,6 +167,54 @@ class ScaleForeachArgument(CallFix):
                 cst.Arg(scale)]))
 
 
+@dataclass(frozen=True)
+class MultiplyOnes(CallFix):
+    """`torch.full_like(x, t)` -> `torch.ones_like(x).mul_(t)`, `torch.full(shape, t)` ->
+    `torch.ones(shape).mul_(t)`: a tensor fill value (read on the host) becomes a
+    multiplication of a new tensor of ones (CS205, CS204). Still a call: it fits
+    wherever the call was (`torch.full_like(x, t).div_(d)`)."""
+
+    function: str  # "full" or "full_like"
+
+    def locate(self, calls: CallIndex, location: Location) -> ast.Call | None:
+        for call, found in calls.keyword_values.get(location, ()):
+            if found.arg == "fill_value" and _calls(call, self.function):
+                return call
+        for call in calls.calls.values():
+            if _calls(call, self.function) and len(call.args) > 1 \
+                    and calls.location(call.args[1]) == location:
+                return call
+        return None
+
+    def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
+        import libcst as cst
+
+        from cslint.fixes.syntax import punctuate
+
+        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == self.function):
+            raise NotApplicable(f"not a call of {self.function}()")
+        if any(a.star for a in call.args):
+            raise NotApplicable("the call passes *args or **kwargs")
+        keyword = [a for a in call.args if a.keyword is not None
+                   and a.keyword.value == "fill_value"]
+        positional = [a for a in call.args if a.keyword is None]
+        fill = keyword[0] if keyword else positional[1] if len(positional) > 1 else None
+        if fill is None:
+            raise NotApplicable("no fill value")
+        if "#" in cst.Module(body=[]).code_for_node(fill):
+            raise NotApplicable("a comment goes with the fill value")  # (it would be lost)
+        ones = self.function.replace("full", "ones")
+        entries = [(arg, index) for index, arg in enumerate(call.args) if arg is not fill]
+        created = call.with_changes(func=call.func.with_changes(attr=cst.Name(ones)),
+                                    args=punctuate(call.args, entries), lpar=[], rpar=[])
+        return cst.Call(func=cst.Attribute(value=created, attr=cst.Name("mul_")),
+                        args=[cst.Arg(fill.value)])
+
+
+def _calls(call: ast.Call, function: str) -> bool:
+    return isinstance(call.func, ast.Attribute) and call.func.attr == function
+
+
 def _call_with_keyword_at(calls: CallIndex, location: Location, name: str, keyword: str
                           ) -> ast.Call | None:
     """The call of `name` (a method or module function) whose `keyword=` value spans
@@ -261,8 +309,16 @@ def scale_foreach_argument_fix(function: str, keyword: str) -> ScaleForeachArgum
                                        f"{function}()", function, keyword)
 
 
+def multiply_ones_fix(function: str) -> MultiplyOnes:
+    """The fix of a tensor fill value of `torch.full` / `torch.full_like` (CS205, CS204):
+    `torch.ones_like(x).mul_(t)`. Unsafe, as those rules' other fixes: `full`'s dtype
+    follows its fill value where none is given, `ones`' is the default."""
+    ones = function.replace("full", "ones")
+    return MultiplyOnes(False, f"multiply torch.{ones}() by the fill value", function)
+
+
 # Every kind of fix by class name: the findings cache stores a fix as its kind's name and
 # its plain fields, and builds it back only as one of these.
 FIX_KINDS: dict[str, type[CallFix]] = {kind.__name__: kind
                                        for kind in (ReplaceCall, ScaleFirstArgument,
-                                                    ScaleForeachArgument)}
+                                                    ScaleForeachArgument, MultiplyOnes)}

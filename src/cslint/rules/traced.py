@@ -6,7 +6,8 @@ import ast
 
 from cslint import advice
 from cslint.diagnostics import Severity
-from cslint.fixes import scale_first_argument_fix, scale_foreach_argument_fix
+from cslint.fixes import multiply_ones_fix, scale_first_argument_fix, \
+    scale_foreach_argument_fix
 from cslint.rules import FactRule, FixSafety, Rule, one_per_position, register
 from cslint.semantic.module_index import source_snippet
 from cslint.semantic.step_counters import counter_decisions
@@ -94,11 +95,20 @@ class TensorMaterialized(_TracedRule):
                 f"{_is_device_tensor(fact.subject, fact.chain)}; {advice.HOST_READ}"))
         elif type(fact) is ScalarArgument and not fact.scheduled:
             # `p.add_(g, alpha=t)` -> `p.add_(t * g)`, as for the lr (CS205).
-            fix = scale_first_argument_fix(fact.method, fact.keyword) \
-                if fact.method is not None else \
-                scale_foreach_argument_fix(fact.foreach, fact.keyword) \
-                if fact.foreach is not None else None
-            yield context.finding(self, fact.node, scalar_message(fact), fix)
+            yield context.finding(self, fact.node, scalar_message(fact), _scalar_fix(fact))
+
+
+def _scalar_fix(fact):
+    """The rewrite of a tensor where a Python number is needed, where there is one: the
+    scale folded into a Tensor method's or a foreach op's argument, a fill value
+    multiplying ones."""
+    if fact.method is not None:
+        return scale_first_argument_fix(fact.method, fact.keyword)
+    if fact.foreach is not None:
+        return scale_foreach_argument_fix(fact.foreach, fact.keyword)
+    if fact.filled is not None:
+        return multiply_ones_fix(fact.filled)
+    return None
 
 
 @register
@@ -111,10 +121,7 @@ class LrAsPythonScalar(_TracedRule):
     def findings(self, context, fact):
         if type(fact) is ScalarArgument and fact.scheduled:
             # `p.add_(g, alpha=-lr)` -> `p.add_(-lr * g)`.
-            fix = scale_first_argument_fix(fact.method, fact.keyword) \
-                if fact.method is not None else \
-                scale_foreach_argument_fix(fact.foreach, fact.keyword) \
-                if fact.foreach is not None else None
+            fix = _scalar_fix(fact)
             how = advice.SCHEDULED_AS_FOREACH_NUMBER if fact.foreach \
                 else advice.SCHEDULED_AS_NUMBER
             yield context.finding(self, fact.node, (

@@ -451,7 +451,8 @@ class CallEvaluator:
             fill_node = next((k.value for k in node.keywords if k.arg == "fill_value"),
                              node.args[1] if len(node.args) > 1 else None)
             if is_device(fill):
-                walker.scalar_argument(fill_node, fill, f"the fill value of `{qualified}()`")
+                walker.scalar_argument(fill_node, fill, f"the fill value of `{qualified}()`",
+                                       filled=name if qualified == f"torch.{name}" else None)
         if name in CREATION_SIZE_FUNCTIONS:
             self.check_sizes(self.args, f"the size of `{qualified}()`")
         if name in DATA_DEPENDENT_SHAPE and any(is_device(a) for a in self.args[:1]):

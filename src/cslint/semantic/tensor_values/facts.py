@@ -60,7 +60,8 @@ class ScalarArgument:
     ("`alpha=` of `.add_()`", "a slice bound"). `scheduled`: it is (or is computed
     from) a scheduled hyperparameter. `method`/`keyword`: the Tensor method and keyword
     when it is a scaling keyword of a Tensor method (`p.add_(g, alpha=-lr)`); `foreach`
-    and `keyword` when it is that of a foreach op (`torch._foreach_add_(ps, gs, alpha=-lr)`)."""
+    and `keyword` when it is that of a foreach op (`torch._foreach_add_(ps, gs, alpha=-lr)`);
+    `filled` ("full", "full_like") when it is the fill value of that torch function."""
 
     function: FunctionInfo
     node: ast.AST
@@ -70,6 +71,7 @@ class ScalarArgument:
     method: str | None = None
     keyword: str | None = None
     foreach: str | None = None
+    filled: str | None = None
 
 
 @dataclass(frozen=True)
