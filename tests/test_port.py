@@ -662,3 +662,42 @@ def test_an_and_or_test_selects_only_where_its_operands_may_all_be_computed(
     assert "if p.grad is not None and p.grad.norm() > 1.0:" in text
     assert "torch.logical_or(m.norm() > 1.0, p.norm() > 10.0)" in text
     assert [f.location.line for f in ported.findings if f.code == "CS201"] == [19]
+
+
+ITEMS = '''\
+import torch
+import cerebras.pytorch as cstorch
+
+
+class Items(cstorch.optim.Optimizer):
+    def __init__(self, params, lr=0.1, weight_decay=0.01):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay))
+
+    def preinitialize(self):
+        pass
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                decay = group["weight_decay"] / p.norm().item()
+                p.mul_(1 - decay)
+                scale = p.grad.abs().mean().item()
+                if scale > 1.0:
+                    p.grad.div_(scale)
+                p.add_(p.grad, alpha=-group["lr"] * p.grad.norm().item())
+'''
+
+
+def test_item_feeding_only_arithmetic_is_dropped_and_feeding_a_decision_stays(
+        tmp_path: Path):
+    """`t.item()` whose number only feeds arithmetic (through locals, into `alpha=`)
+    becomes `t`; one that reaches an `if` stays, and is listed (CS204)."""
+    path = tmp_path / "items.py"
+    path.write_text(ITEMS)
+    ported = port_file(str(path), Config())
+    text = ported.ported.decode()
+    assert 'decay = group["weight_decay"] / p.norm()\n' in text
+    assert "p.add_(-group[\"lr\"] * p.grad.norm() * p.grad)" in text
+    assert "scale = p.grad.abs().mean().item()" in text
+    assert [f.location.line for f in ported.findings if f.code == "CS204"] == [18]

@@ -381,7 +381,7 @@ class _Rewriter:
     def expression_edits(self) -> list[Edit]:
         candidates: list[Edit] = []
         for finding in self.coded("CS204"):
-            edit = self._math_call(finding)
+            edit = self._math_call(finding) or self._dropped_item(finding)
             if edit is not None:
                 candidates.append(edit)
         if self.torch is None:  # only `math.pow` -> `**` needs no torch
@@ -426,6 +426,49 @@ class _Rewriter:
                     return None
                 return Edit(*self.span(func), f"{self.torch}.{MATH_TO_TORCH[func.attr]}")
         return None
+
+    def _dropped_item(self, finding: Finding) -> Edit | None:
+        """`t.item()` whose number feeds only tensor arithmetic (an operand of `+`, `*`,
+        ..., an `alpha=`/`value=`, an argument of a tensor's arithmetic method, through
+        locals) -> `t`: the value stays a tensor. Not where it reaches a Python decision,
+        a conversion, a container or anything else."""
+        for node in self.by_location.get(finding.location, ()):
+            call = node if isinstance(node, ast.Call) else self.parents.get(id(node))
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "item" and not call.args and not call.keywords):
+                continue
+            function = self._function_of(call)
+            if function is not None and self._feeds_arithmetic_only(call, function, set()):
+                return Edit(*self.span(call), self.code(call.func.value))
+        return None
+
+    def _feeds_arithmetic_only(self, node: ast.expr, function: ast.AST,
+                               seen: set[str]) -> bool:
+        """Whether the value of `node` is used only as a tensor may be: see
+        `_dropped_item`."""
+        parent = self.parents.get(id(node))
+        while isinstance(parent, ast.BinOp) or isinstance(parent, ast.UnaryOp) and \
+                isinstance(parent.op, (ast.USub, ast.UAdd)):
+            node, parent = parent, self.parents.get(id(parent))
+        if isinstance(parent, ast.keyword):
+            return parent.arg in ("alpha", "value")
+        if isinstance(parent, ast.Call):
+            return node in parent.args and isinstance(parent.func, ast.Attribute) and \
+                parent.func.attr in _TENSOR_ARITHMETIC
+        if isinstance(parent, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and \
+                parent.value is node:
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            if len(targets) != 1 or not isinstance(targets[0], ast.Name):
+                return False
+            name = targets[0].id
+            if name in seen:
+                return True
+            seen.add(name)
+            uses = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name
+                    and isinstance(n.ctx, ast.Load)]
+            return len(seen) <= 4 and all(self._feeds_arithmetic_only(use, function, seen)
+                                          for use in uses)
+        return False
 
     def _operand(self, node: ast.expr) -> str:
         """The node's source as an operand of `**` (in parentheses unless atomic)."""
@@ -1604,6 +1647,13 @@ def _selectable(node: ast.expr) -> bool:
     `_foreach_` op's result)."""
     return not _makes_a_collection(node) and \
         not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Starred))
+
+
+# Tensor methods whose arguments may be tensors as well as numbers.
+_TENSOR_ARITHMETIC = frozenset({
+    "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "addcmul", "addcmul_",
+    "addcdiv", "addcdiv_", "lerp", "lerp_", "copy_", "fill_", "maximum", "minimum", "pow",
+    "pow_"})
 
 
 def _has_tensor_operand(test: ast.expr, tensor_tests: set[int]) -> bool:
