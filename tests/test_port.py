@@ -337,8 +337,10 @@ class Averaged(torch.optim.Optimizer):
 '''
 
 
-def test_checked_creations_move_and_a_value_rebound_each_step_stays_and_is_listed(
+def test_checked_creations_move_and_a_number_accumulated_each_step_becomes_a_tensor(
         tmp_path: Path):
+    """A Python number the step replaces each time with a tensor (the lr's sum: CS102)
+    is made a 0-dim tensor in preinitialize and updated in place."""
     path = tmp_path / "averaged.py"
     path.write_text(REBOUND_EACH_STEP)
     ported = port_file(str(path), Config())
@@ -347,10 +349,10 @@ def test_checked_creations_move_and_a_value_rebound_each_step_stays_and_is_liste
     preinitialize = text[text.index("def preinitialize"):text.index("def step")]
     # The comprehension's own variable is not a name preinitialize lacks.
     assert '{beta: torch.zeros_like(p) for beta in group["betas"]}' in preinitialize
-    assert 'state["lr_sum"] = 0.0' in preinitialize
+    assert 'state["lr_sum"] = cstorch.zeros(())' in preinitialize
     assert "if len(state) == 0" not in text
-    assert 'state["lr_sum"] = state["lr_sum"] + group["lr"]' in text
-    assert [(c.name, c.remaining) for c in ported.classes] == [("Averaged", ("CS102",))]
+    assert 'state["lr_sum"].copy_(state["lr_sum"] + group["lr"])' in text
+    assert [(c.name, c.remaining) for c in ported.classes] == [("Averaged", ())]
     path.write_bytes(ported.ported)
     assert port_file(str(path), Config()).ported == ported.ported
 
@@ -701,3 +703,37 @@ def test_item_feeding_only_arithmetic_is_dropped_and_feeding_a_decision_stays(
     assert "p.add_(-group[\"lr\"] * p.grad.norm() * p.grad)" in text
     assert "scale = p.grad.abs().mean().item()" in text
     assert [f.location.line for f in ported.findings if f.code == "CS204"] == [18]
+
+
+REBOUND_TENSOR = '''\
+import torch
+import cerebras.pytorch as cstorch
+
+
+class Rebound(cstorch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    def preinitialize(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p]["avg"] = cstorch.zeros_like(p)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                state["avg"] = state["avg"].sum(dim=0) * 0.5 + p.grad
+                p.add_(-group["lr"] * state["avg"])
+'''
+
+
+def test_state_rebound_where_its_shape_is_not_known_stays_and_is_listed(tmp_path: Path):
+    """Only a number or a 0-dim tensor made in preinitialize is updated in place by
+    `copy_`: a new tensor of another shape would not fit one made like the parameter."""
+    path = tmp_path / "rebound.py"
+    path.write_text(REBOUND_TENSOR)
+    ported = port_file(str(path), Config())
+    assert ported.ported == path.read_bytes()
+    assert [(c.name, c.remaining) for c in ported.classes] == [("Rebound", ("CS102",))]

@@ -180,7 +180,8 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
             stateless.append(info.node)
     steps = (lambda: rewriter.import_edits(bool(torch_classes)), rewriter.base_edits,
              rewriter.lazy_state_edits, lambda: rewriter.stateless_edits(stateless),
-             rewriter.group_counter_edits, rewriter.expression_edits,
+             rewriter.group_counter_edits, rewriter.rebound_state_edits,
+             rewriter.expression_edits,
              lambda: rewriter.sparsify_edits(config))
     for make in steps:
         edits = make()
@@ -426,6 +427,46 @@ class _Rewriter:
                     return None
                 return Edit(*self.span(func), f"{self.torch}.{MATH_TO_TORCH[func.attr]}")
         return None
+
+    def rebound_state_edits(self) -> list[Edit]:
+        """`state["k"] = <a new tensor>` each step (CS102), where preinitialize makes
+        `state["k"]` a Python number (an accumulator: `state["k"] = state["k"] * beta +
+        lr`) or a 0-dim tensor -> `state["k"].copy_(...)`, updated in place, the number
+        made a 0-dim float32 tensor in preinitialize."""
+        edits: list[Edit] = []
+        made: set[int] = set()
+        alias = _cstorch_name(self.tree) or "cstorch"
+        for finding in self.coded("CS102"):
+            for statement in self.statements_at(finding)[:1]:
+                if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                        and isinstance(statement.targets[0], ast.Subscript)):
+                    continue
+                target = statement.targets[0]
+                key = target.slice.value if isinstance(target.slice, ast.Constant) else None
+                owner = next((a for a in self.ancestors(statement)
+                              if isinstance(a, ast.ClassDef)), None)
+                setup = _methods(owner).get("preinitialize") if owner is not None else None
+                if not isinstance(key, str) or setup is None:
+                    continue
+                creations = _scalar_creations(setup, key)
+                if not creations:
+                    continue
+                for creation, number in creations:
+                    if number is not None and id(creation) not in made:
+                        made.add(id(creation))
+                        tensor = f"{alias}.zeros(())" if number == 0 else \
+                            f"{alias}.full((), {float(number)!r})"
+                        edits.append(Edit(*self.span(creation.value), tensor))
+                head, value = f"{self.code(target)}.copy_(", self.code(statement.value)
+                indent = self.indent_of(statement)
+                if len(indent) + len(head) + len(value) + 1 > _LINE_LENGTH and \
+                        "\n" not in value:
+                    method = self._function_of(statement)
+                    unit = _unit_indent(self.text, method, self.indent_of(method)) \
+                        if method is not None else "    "
+                    head += _newline(self.text) + indent + unit
+                edits.append(Edit(*self.span(statement), f"{head}{value})"))
+        return edits
 
     def _dropped_item(self, finding: Finding) -> Edit | None:
         """`t.item()` whose number feeds only tensor arithmetic (an operand of `+`, `*`,
@@ -1294,6 +1335,27 @@ class _FirstStep:
         lines.append(f"{depth}{state}[{flag}].fill_(1.0)")
         # (The check's span starts after its indentation.)
         return newline.join(lines).lstrip()
+
+
+def _scalar_creations(setup: ast.FunctionDef, key: str
+                      ) -> list[tuple[ast.Assign, float | None]]:
+    """The statements of preinitialize that make `<state>[key]` (with the number where
+    it is a Python number), when each makes a number or a 0-dim tensor (`cstorch.zeros(
+    ())`, `cstorch.full((), 1.0)`); none otherwise."""
+    found = []
+    for node in ast.walk(setup):
+        if not (isinstance(node, ast.Assign) and _state_key_written(node) == key):
+            continue
+        value = node.value
+        if _is_number(value):
+            found.append((node, ast.literal_eval(value)))
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+                value.func.attr in ("zeros", "full") and value.args and \
+                isinstance(value.args[0], ast.Tuple) and not value.args[0].elts:
+            found.append((node, None))
+        else:
+            return []
+    return found
 
 
 def _option_conjuncts(test: ast.expr, state_name: str, gradients: set[str]
