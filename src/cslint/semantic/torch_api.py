@@ -88,6 +88,9 @@ FOREACH_SCALAR_ARGUMENTS = {
     for op, keyword in (("add", "alpha"), ("sub", "alpha"), ("addcmul", "value"),
                         ("addcdiv", "value"))
     for suffix in ("", "_")}
+# Foreach ops' arguments that must be Python numbers but are no scale of a list (no fold
+# rewrites them): the `weight` of `torch._foreach_lerp(_)` (keyword, or third).
+FOREACH_NUMBER_ARGUMENTS = {"_foreach_lerp": ("weight", 2), "_foreach_lerp_": ("weight", 2)}
 NON_TENSOR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "bytes", "complex",
                                     "Optional[int]", "Optional[float]", "Optional[bool]",
                                     "Optional[str]", "List[int]", "Tuple[int, ...]", "dict",

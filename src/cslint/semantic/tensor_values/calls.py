@@ -14,7 +14,7 @@ from cslint.semantic.tensor_values.values import (
 )
 from cslint.semantic.torch_api import (
     BOOLEAN_OPS, COMPILE, CREATION_SIZE_FUNCTIONS, DATA_DEPENDENT_SHAPE, DEVICE_FUNCTIONS,
-    FOREACH_SCALAR_ARGUMENTS,
+    FOREACH_NUMBER_ARGUMENTS, FOREACH_SCALAR_ARGUMENTS,
     HOST_BUILTINS, HOST_READ_METHODS, ITERATION_BUILTINS, LOG_METHODS, LOGGER_NAMES,
     METADATA_METHODS, NON_TENSOR_TORCH, SCALAR_ARGUMENTS, SIZE_METHODS, TRUTH_METHODS,
 )
@@ -488,6 +488,15 @@ class CallEvaluator:
                 if is_device(value):
                     walker.scalar_argument(k.value, value, f"`{keyword}=` of `torch.{name}()`",
                                            keyword=keyword, foreach=name)
+            return
+        if not method and name in FOREACH_NUMBER_ARGUMENTS:
+            keyword, position = FOREACH_NUMBER_ARGUMENTS[name]
+            value = self.keywords.get(keyword, self.args[position]
+                                      if len(self.args) > position else None)
+            given = next((k.value for k in node.keywords if k.arg == keyword),
+                         node.args[position] if len(node.args) > position else None)
+            if is_device(value) and given is not None:
+                walker.scalar_argument(given, value, f"`{keyword}` of `torch.{name}()`")
             return
         if name not in SCALAR_ARGUMENTS:
             return
