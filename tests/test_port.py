@@ -737,3 +737,45 @@ def test_state_rebound_where_its_shape_is_not_known_stays_and_is_listed(tmp_path
     ported = port_file(str(path), Config())
     assert ported.ported == path.read_bytes()
     assert [(c.name, c.remaining) for c in ported.classes] == [("Rebound", ("CS102",))]
+
+
+GROUP_ENTRIES_LEFT_ALONE = '''\
+import torch
+import cerebras.pytorch as cstorch
+
+
+class Entries(cstorch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        defaults = dict(lr=lr, total=0.0, scale=1.0)
+        super().__init__(params, defaults)
+
+    def preinitialize(self):
+        pass
+
+    def reset(self):
+        for group in self.param_groups:
+            group["scale"] = 1.0
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            group["seen"] = group.get("seen", 0.0) + group["lr"]
+            group["total"] = group["total"] + group["lr"]
+            group["scale"] = group["scale"] * 0.5
+            for p in group["params"]:
+                p.add_(-group["total"] * group["scale"] * p.grad)
+'''
+
+
+def test_only_group_entries_started_in_defaults_and_only_accumulated_become_tensors(
+        tmp_path: Path):
+    """An entry the defaults start at a number and the step only rebinds from itself
+    becomes a tensor of preinitialize updated with copy_; one with no default, or also
+    set another way (a reset to a number), stays."""
+    path = tmp_path / "entries.py"
+    path.write_text(GROUP_ENTRIES_LEFT_ALONE)
+    text = port_file(str(path), Config()).ported.decode()
+    assert 'group["total"] = cstorch.zeros(())' in text
+    assert 'group["total"].copy_(group["total"] + group["lr"])' in text
+    assert 'group["scale"] = group["scale"] * 0.5' in text
+    assert 'group["seen"] = group.get("seen", 0.0) + group["lr"]' in text

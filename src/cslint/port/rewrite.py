@@ -180,7 +180,8 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
             stateless.append(info.node)
     steps = (lambda: rewriter.import_edits(bool(torch_classes)), rewriter.base_edits,
              rewriter.lazy_state_edits, lambda: rewriter.stateless_edits(stateless),
-             rewriter.group_counter_edits, rewriter.rebound_state_edits,
+             rewriter.group_counter_edits, rewriter.group_accumulator_edits,
+             rewriter.rebound_state_edits,
              rewriter.expression_edits,
              lambda: rewriter.sparsify_edits(config))
     for make in steps:
@@ -357,6 +358,34 @@ class _Rewriter:
                 return edits
         return []
 
+    def group_accumulator_edits(self) -> list[Edit]:
+        """A param-group entry the class's defaults start at a Python number and the step
+        replaces with a value computed from itself (`group["weight_sum"] =
+        group["weight_sum"] + weight`, `lr_max = group["lr_max"] = torch.maximum(...,
+        group["lr_max"])`): the system would trace the first step's number into the graph
+        for good. It becomes a tensor each group gets in preinitialize, updated with
+        `copy_`."""
+        alias = _cstorch_name(self.tree) or "cstorch"
+        for owner in (n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)):
+            methods = _methods(owner)
+            setup = methods.get("preinitialize")
+            if setup is None or _cstorch_name(self.tree) is None:
+                continue
+            for key, (start, updates) in _group_accumulators(self, owner).items():
+                edits = self._group_tensor(setup, key, start, alias)
+                if edits is None:
+                    continue
+                newline = _newline(self.text)
+                for statement in updates:
+                    target = next(t for t in statement.targets if isinstance(t, ast.Subscript))
+                    lines = [self._copied_into(statement, target)]
+                    lines += [f"{self.code(t)} = {self.code(target)}" for t in statement.targets
+                              if t is not target]
+                    edits.append(Edit(*self.span(statement),
+                                      (newline + self.indent_of(statement)).join(lines)))
+                return edits
+        return []
+
     def _group_tensor(self, setup: ast.FunctionDef, key: ast.expr, start: ast.expr,
                       alias: str) -> list[Edit] | None:
         """The loop that makes the count a tensor, at the end of preinitialize."""
@@ -457,16 +486,20 @@ class _Rewriter:
                         tensor = f"{alias}.zeros(())" if number == 0 else \
                             f"{alias}.full((), {float(number)!r})"
                         edits.append(Edit(*self.span(creation.value), tensor))
-                head, value = f"{self.code(target)}.copy_(", self.code(statement.value)
-                indent = self.indent_of(statement)
-                if len(indent) + len(head) + len(value) + 1 > _LINE_LENGTH and \
-                        "\n" not in value:
-                    method = self._function_of(statement)
-                    unit = _unit_indent(self.text, method, self.indent_of(method)) \
-                        if method is not None else "    "
-                    head += _newline(self.text) + indent + unit
-                edits.append(Edit(*self.span(statement), f"{head}{value})"))
+                edits.append(Edit(*self.span(statement), self._copied_into(statement, target)))
         return edits
+
+    def _copied_into(self, statement: ast.Assign, target: ast.expr) -> str:
+        """`target.copy_(<the statement's value>)`; past `_LINE_LENGTH`, the value on a
+        line of its own."""
+        head, value = f"{self.code(target)}.copy_(", self.code(statement.value)
+        indent = self.indent_of(statement)
+        if len(indent) + len(head) + len(value) + 1 > _LINE_LENGTH and "\n" not in value:
+            method = self._function_of(statement)
+            unit = _unit_indent(self.text, method, self.indent_of(method)) \
+                if method is not None else "    "
+            head += _newline(self.text) + indent + unit
+        return f"{head}{value})"
 
     def _dropped_item(self, finding: Finding) -> Edit | None:
         """`t.item()` whose number feeds only tensor arithmetic (an operand of `+`, `*`,
@@ -1514,6 +1547,72 @@ def _group_counters(r: _Rewriter, owner: ast.ClassDef
             continue
         result[entry["node"]] = (starts[0][2], [(s, g) for s, g, _ in starts])
     return result
+
+
+def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
+                        ) -> dict[ast.expr, tuple[ast.expr, list[ast.Assign]]]:
+    """The param-group keys `owner`'s defaults (a dict display or `dict(...)` bound to
+    `defaults` in `__init__`) start at a number and its other methods only rebind from themselves
+    (`group["k"] = f(group["k"], ...)`, `group` a `for` over `self.param_groups` or a
+    `group` parameter), in a statement of its own (`x = group["k"] = ...` too). By the
+    key's node, with its start value and the updating statements."""
+    methods = _methods(owner)
+    init = methods.get("__init__")
+    if init is None:
+        return {}
+    starts: dict[str, ast.expr] = {}
+    for node in ast.walk(init):
+        if not (isinstance(node, (ast.Assign, ast.AnnAssign)) and
+                any(isinstance(t, ast.Name) and t.id == "defaults" for t in _targets(node))):
+            continue
+        value = node.value
+        if isinstance(value, ast.Dict):
+            entries = [(k.value, v) for k, v in zip(value.keys, value.values)
+                       if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+                and value.func.id == "dict" and not value.args:
+            entries = [(k.arg, k.value) for k in value.keywords if k.arg is not None]
+        else:
+            continue
+        starts.update((key, start) for key, start in entries if _is_number(start))
+    updates: dict[str, list[ast.Assign]] = {}
+    nodes: dict[str, ast.expr] = {}
+    rejected: set[str] = set()
+    for name, method in methods.items():
+        if name in ("__init__", "preinitialize"):
+            continue
+        parameters = {a.arg for a in method.args.args}
+        for node in ast.walk(method):
+            if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                continue
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) \
+                else [node.target]
+            for target in targets:
+                if not (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)
+                        and target.slice.value in starts):
+                    continue
+                key = target.slice.value
+                container = target.value.id if isinstance(target.value, ast.Name) else None
+                loop = next((a for a in r.ancestors(node) if isinstance(a, ast.For)
+                             and _group_name(a) is not None), None)
+                in_group = container is not None and (
+                    (loop is not None and _group_name(loop) == container)
+                    or container in parameters and container in ("group", "param_group"))
+                reads_itself = isinstance(node, ast.Assign) and any(
+                    isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+                    and n.value.id == container and isinstance(n.slice, ast.Constant)
+                    and n.slice.value == key for n in ast.walk(node.value))
+                others = [t for t in targets if t is not target] \
+                    if isinstance(node, ast.Assign) else []
+                if in_group and reads_itself and all(isinstance(t, ast.Name) for t in others) \
+                        and isinstance(r.parents.get(id(node)), (ast.For, ast.FunctionDef,
+                                                                  ast.If, ast.With)):
+                    updates.setdefault(key, []).append(node)
+                    nodes.setdefault(key, target.slice)
+                else:
+                    rejected.add(key)
+    return {nodes[key]: (starts[key], statements) for key, statements in updates.items()
+            if key not in rejected}
 
 
 def _not_in_test(test: ast.expr, key: str, container: str) -> bool:
