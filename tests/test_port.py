@@ -300,18 +300,22 @@ class ReadsOtherState(torch.optim.Optimizer):
 '''
 
 
-def test_first_values_that_need_more_than_one_selection_stay_and_are_listed(tmp_path: Path):
-    """Only state shaped like the parameter (not a norm), made under one check of the
-    class (two checks would need two flags), and changed afterwards only in place by
-    calls that read no other state, takes its first values by selection; the others
-    stay as they were, listed as CS101."""
+def test_first_values_not_shaped_like_the_parameter_or_read_with_other_state_stay(
+        tmp_path: Path):
+    """Only state shaped like the parameter (not a norm), changed afterwards only in
+    place by calls that read no other state, takes its first values by selection; the
+    others stay as they were, listed as CS101. Two checks get a flag each."""
     path = tmp_path / "first_values.py"
     path.write_text(FIRST_VALUES_LEFT_ALONE)
     ported = port_file(str(path), Config())
     text = ported.ported.decode()
-    assert "initialised" not in text and "def preinitialize" not in text
     assert {c.name: "CS101" in c.remaining for c in ported.classes} == \
-        {"NotLikeTheParameter": True, "TwoChecks": True, "ReadsOtherState": True}
+        {"NotLikeTheParameter": True, "TwoChecks": False, "ReadsOtherState": True}
+    two_checks = text[text.index("class TwoChecks"):text.index("class ReadsOtherState")]
+    assert 'state["m_initialised"] = cstorch.zeros(())' in two_checks
+    assert 'state["v_initialised"] = cstorch.zeros(())' in two_checks
+    assert two_checks.count("first_step = ") == 2
+    assert 'state["norm"] = grad.norm()' in text and 'state["m"].mul_(state["scale"])' in text
 
 
 REBOUND_EACH_STEP = '''\

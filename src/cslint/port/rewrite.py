@@ -983,15 +983,14 @@ class _LazyStatePlan:
         guarded: dict[int, list[ast.stmt]] = {}  # what each guard moves
         # State the first step makes from the gradient's values, and what the guard does
         # to it after (`self.maximize_gradient(state["m"])`): `_FirstStep`.
-        first_step: _FirstStep | None = None
+        first_steps: dict[int, _FirstStep] = {}  # by id of their check
         for guard in guards:
             if guard.orelse:
                 return False
             for statement in guard.body:
                 if _is_step_counter(statement, state_name):
                     counter.append(statement)
-                elif first_step is not None and first_step.guard is guard and \
-                        first_step.follows(statement):
+                elif id(guard) in first_steps and first_steps[id(guard)].follows(statement):
                     continue
                 elif _only_creates(statement, state_name) \
                         and not _reads_values_of(statement, gradients, param) \
@@ -999,11 +998,8 @@ class _LazyStatePlan:
                     moved.append(statement)
                     guarded.setdefault(id(guard), []).append(statement)
                 elif (key := _seeded_key(statement, state_name, gradients, param)) is not None:
-                    if first_step is None:
-                        first_step = _FirstStep(guard, state_name)
-                    elif first_step.guard is not guard:
-                        return False  # two checks, two first steps: one flag each needed
-                    first_step.add(key, statement)
+                    first_steps.setdefault(id(guard), _FirstStep(guard, state_name)) \
+                        .add(key, statement)
                 elif (creations := _under_gradient_test(statement, state_name)) is not None:
                     # `if p.grad.is_sparse: state["k"] = zeros_like(p)`: preinitialize has
                     # no gradient to test, so the state is made for every parameter
@@ -1018,7 +1014,11 @@ class _LazyStatePlan:
         init_edit = self._enable_global_step(methods.get("__init__")) if counter else None
         if counter and init_edit is None:
             return False
-        if first_step is not None and not first_step.ready(self.owner, where):
+        if len(first_steps) > 1:
+            # Each check runs on its own first step: a flag each, named by its state.
+            for first_step in first_steps.values():
+                first_step.flag = f"{next(iter(first_step.keys))}_{_FirstStep.FLAG}"
+        if not all(f.ready(self.owner, where) for f in first_steps.values()):
             return False
         known = {group, param, state_name} | set(gradients)
         # The tests of options each check's creations keep: those of the `if`s around
@@ -1060,7 +1060,8 @@ class _LazyStatePlan:
         alias = _cstorch_name(r.tree) or "cstorch"
         for guard in guards:
             depth = body
-            seeded = first_step is not None and first_step.guard is guard
+            first_step = first_steps.get(id(guard))
+            seeded = first_step is not None
             for condition in conditions[id(guard)] if guarded.get(id(guard)) or seeded else ():
                 lines.append(f"{depth}if {r.code(condition)}:")
                 depth += unit
@@ -1087,8 +1088,8 @@ class _LazyStatePlan:
         else:
             return False  # (the file's last line: does not happen after a generated one)
         for guard in guards:
-            if first_step is not None and first_step.guard is guard:
-                self.edits.append(Edit(*r.span(guard), first_step.selection(r)))
+            if id(guard) in first_steps:
+                self.edits.append(Edit(*r.span(guard), first_steps[id(guard)].selection(r)))
             else:
                 self.edits.append(self._removal(guard))
         for statement in increments:
@@ -1278,7 +1279,8 @@ class _FirstStep:
     state["m"])`). preinitialize makes it zeros like the parameter, and a flag of the
     parameter's state says whether its first step has run; in step, in place of the
     check, the values are computed each step and the state takes them on the first:
-    `state["m"].copy_(torch.where(first_step, first_m, state["m"]))`."""
+    `state["m"].copy_(torch.where(first_step, first_m, state["m"]))`. A class with
+    several such checks has a flag for each (`state["m_initialised"]`)."""
 
     FLAG = "initialised"
 
