@@ -750,7 +750,7 @@ import cerebras.pytorch as cstorch
 
 class Entries(cstorch.optim.Optimizer):
     def __init__(self, params, lr=0.1):
-        defaults = dict(lr=lr, total=0.0, scale=1.0)
+        defaults = dict(lr=lr, total=0.0, scale=1.0, gain=1)
         super().__init__(params, defaults)
 
     def preinitialize(self):
@@ -766,6 +766,7 @@ class Entries(cstorch.optim.Optimizer):
             group["seen"] = group.get("seen", 0.0) + group["lr"]
             group["total"] = group["total"] + group["lr"]
             group["scale"] = group["scale"] * 0.5
+            group["gain"] = group["gain"] * 0.5 + group["lr"]
             for p in group["params"]:
                 p.add_(-group["total"] * group["scale"] * p.grad)
 '''
@@ -783,3 +784,5 @@ def test_only_group_entries_started_in_defaults_and_only_accumulated_become_tens
     assert 'group["total"].copy_(group["total"] + group["lr"])' in text
     assert 'group["scale"] = group["scale"] * 0.5' in text
     assert 'group["seen"] = group.get("seen", 0.0) + group["lr"]' in text
+    # An int default accumulates floats: the tensor is a float one.
+    assert 'group["gain"] = cstorch.full((), 1.0)' in text

@@ -344,7 +344,9 @@ class _Rewriter:
             if setup is None:
                 continue
             for key, (start, starts) in _group_counters(self, owner).items():
-                edits = self._group_tensor(setup, key, start, alias)
+                # (A count keeps the type of its start: an int counts in int64.)
+                edits = self._group_tensor(setup, key, _zero_dim(
+                    alias, ast.literal_eval(start), self.code(start)))
                 if edits is None:
                     continue
                 if _cstorch_name(self.tree) is None:  # a subclass of a base ported elsewhere
@@ -372,7 +374,9 @@ class _Rewriter:
             if setup is None or _cstorch_name(self.tree) is None:
                 continue
             for key, (start, updates) in _group_accumulators(self, owner).items():
-                edits = self._group_tensor(setup, key, start, alias)
+                number = ast.literal_eval(start)
+                edits = self._group_tensor(setup, key, _zero_dim(alias, number,
+                                                                 repr(float(number))))
                 if edits is None:
                     continue
                 newline = _newline(self.text)
@@ -386,14 +390,13 @@ class _Rewriter:
                 return edits
         return []
 
-    def _group_tensor(self, setup: ast.FunctionDef, key: ast.expr, start: ast.expr,
-                      alias: str) -> list[Edit] | None:
-        """The loop that makes the count a tensor, at the end of preinitialize."""
+    def _group_tensor(self, setup: ast.FunctionDef, key: ast.expr, value: str
+                      ) -> list[Edit] | None:
+        """The loop that makes a group's entry the tensor `value`, at the end of
+        preinitialize."""
         newline = _newline(self.text)
         indent = self.indent_of(setup)
         unit = _unit_indent(self.text, setup, indent)
-        value = f"{alias}.zeros(())" if ast.literal_eval(start) == 0 else \
-            f"{alias}.full((), {self.code(start)})"
         lines = [f"{indent}{unit}for group in self.param_groups:",
                  f"{indent}{unit * 2}group[{self.code(key)}] = {value}"]
         text = newline.join(lines) + newline
@@ -483,9 +486,8 @@ class _Rewriter:
                 for creation, number in creations:
                     if number is not None and id(creation) not in made:
                         made.add(id(creation))
-                        tensor = f"{alias}.zeros(())" if number == 0 else \
-                            f"{alias}.full((), {float(number)!r})"
-                        edits.append(Edit(*self.span(creation.value), tensor))
+                        edits.append(Edit(*self.span(creation.value),
+                                          _zero_dim(alias, number, repr(float(number)))))
                 edits.append(Edit(*self.span(statement), self._copied_into(statement, target)))
         return edits
 
@@ -998,8 +1000,10 @@ class _LazyStatePlan:
                     moved.append(statement)
                     guarded.setdefault(id(guard), []).append(statement)
                 elif (key := _seeded_key(statement, state_name, gradients, param)) is not None:
-                    first_steps.setdefault(id(guard), _FirstStep(guard, state_name)) \
-                        .add(key, statement)
+                    if id(guard) not in first_steps:
+                        first_steps[id(guard)] = _FirstStep(guard, state_name, _option_conjuncts(
+                            guard.test, state_name, gradients))
+                    first_steps[id(guard)].add(key, statement)
                 elif (creations := _under_gradient_test(statement, state_name)) is not None:
                     # `if p.grad.is_sparse: state["k"] = zeros_like(p)`: preinitialize has
                     # no gradient to test, so the state is made for every parameter
@@ -1284,9 +1288,10 @@ class _FirstStep:
 
     FLAG = "initialised"
 
-    def __init__(self, guard: ast.If, state_name: str):
+    def __init__(self, guard: ast.If, state_name: str, options: list[ast.expr]):
         self.guard = guard
         self.state_name = state_name
+        self.options = options  # the option tests beside the state's in the check
         self.flag = self.FLAG
         self.keys: dict[str, str] = {}  # key -> the local its first value goes in
         self.key_nodes: list[ast.expr] = []
@@ -1330,25 +1335,18 @@ class _FirstStep:
         if taken & ({"first_step"} | set(self.keys.values())) or \
                 not all(key.isidentifier() for key in self.keys):
             return False
-        return self._options() is not None
-
-    def _options(self) -> list[ast.expr] | None:
-        """The option tests beside the state's test in the check (None: not one)."""
         test = self.guard.test
         parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) \
             else [test]
-        of_state = [t for t in parts if _mentions(t, self.state_name)]
-        options = [t for t in parts if t not in of_state]
-        if len(of_state) != 1 or _mentions_grad(test) or \
-                not all(_side_effect_free(t) for t in options):
-            return None
-        return options
+        rest = [t for t in parts if t not in self.options]
+        return len(rest) == 1 and _mentions(rest[0], self.state_name) and \
+            not _mentions_grad(rest[0])
 
     def selection(self, r: "_Rewriter") -> str:
         """What takes the check's place in step."""
         newline = _newline(r.text)
         indent = r.indent_of(self.guard)
-        options = self._options() or []
+        options = self.options
         depth = indent + (_unit_indent(r.text, self.guard, indent) if options else "")
         state, torch = self.state_name, r.torch or "torch"
         lines = [f"if {' and '.join(r.code(t) for t in options)}:"] if options else []
@@ -1370,6 +1368,12 @@ class _FirstStep:
         lines.append(f"{depth}{state}[{flag}].fill_(1.0)")
         # (The check's span starts after its indentation.)
         return newline.join(lines).lstrip()
+
+
+def _zero_dim(alias: str, number: float, written: str) -> str:
+    """A 0-dim tensor of `number` made with cstorch (`written`: the number as the code
+    gives it: `1.0` makes a float32 tensor, `1` an int64 one)."""
+    return f"{alias}.zeros(())" if number == 0 else f"{alias}.full((), {written})"
 
 
 def _scalar_creations(setup: ast.FunctionDef, key: str
@@ -1554,8 +1558,8 @@ def _group_counters(r: _Rewriter, owner: ast.ClassDef
 def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
                         ) -> dict[ast.expr, tuple[ast.expr, list[ast.Assign]]]:
     """The param-group keys `owner`'s defaults (a dict display or `dict(...)` bound to
-    `defaults` in `__init__`) start at a number and its other methods only rebind from themselves
-    (`group["k"] = f(group["k"], ...)`, `group` a `for` over `self.param_groups` or a
+    `defaults` in `__init__`) start at a number and its other methods only rebind from
+    themselves (`group["k"] = f(group["k"], ...)`, `group` a `for` over `self.param_groups` or a
     `group` parameter), in a statement of its own (`x = group["k"] = ...` too). By the
     key's node, with its start value and the updating statements."""
     methods = _methods(owner)
@@ -1590,7 +1594,8 @@ def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) \
                 else [node.target]
             for target in targets:
-                if not (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)
+                if not (isinstance(target, ast.Subscript)
+                        and isinstance(target.slice, ast.Constant)
                         and target.slice.value in starts):
                     continue
                 key = target.slice.value
