@@ -620,7 +620,8 @@ class _Rewriter:
             chain = self._assignment_chain(statement)
             if chain is None:
                 edit = self._selected_update(statement, tensor_tests) or \
-                    self._selected_in_place(statement, tensor_tests)
+                    self._selected_in_place(statement, tensor_tests) or \
+                    self._both_branches(statement, tensor_tests)
                 if edit is not None:
                     return edit
                 continue
@@ -635,6 +636,10 @@ class _Rewriter:
                     not all(_selectable(v) and _side_effect_free(v) for v in values) or \
                     not all(_side_effect_free(t) for t, _ in branches) or \
                     _reads_carried_value(statement, self._function_of(statement), values):
+                # (Lists of tensors, selected one by one, may still be.)
+                edit = self._both_branches(statement, tensor_tests)
+                if edit is not None:
+                    return edit
                 continue
             start, end = self.span(statement)
             if "#" in self.text[start:end]:
@@ -646,6 +651,20 @@ class _Rewriter:
             return Edit(start, end, (_newline(self.text) + self.indent_of(statement))
                         .join(lines))
         return None
+
+    def _both_branches(self, statement: ast.If, tensor_tests: set[int]) -> Edit | None:
+        """Branches that change tensors in place (or bind lists of them): both run, each
+        changed tensor selected (`cslint.port.branches`)."""
+        from cslint.port.branches import both_branches  # (it reads this module's helpers)
+
+        test = statement.test
+        if not _has_tensor_operand(test, tensor_tests) or not _side_effect_free(test) or \
+                not _evaluable_together(test) or \
+                _reads_carried_value(statement, self._function_of(statement),
+                                     [statement]):
+            return None
+        condition = self._condition(test, tensor_tests)
+        return None if condition is None else both_branches(self, statement, condition)
 
     def _assignment_chain(self, statement: ast.If) -> tuple[
             list[str], list[tuple[ast.expr, list[ast.expr]]], list[ast.expr | str]] | None:
@@ -734,11 +753,11 @@ class _Rewriter:
     def _condition(self, test: ast.expr, tensor_tests: set[int]) -> str | None:
         """The condition `torch.where` is given for `test`; None for an option
         (`group["degenerated_to_sgd"]`), which stays a Python choice."""
+        if _has_tensor_operand(test, tensor_tests):
+            return self._logical(test, tensor_tests)
         if id(test) not in tensor_tests and \
                 not any(isinstance(n, ast.Compare) for n in ast.walk(test)):
             return None
-        if _has_tensor_operand(test, tensor_tests):
-            return self._logical(test, tensor_tests)
         if id(test) not in tensor_tests or isinstance(test, ast.BoolOp):
             # A comparison the linter could not type may be of a tensor (the next
             # branch's `step_size > 0`), and `not option or t > 0` is a Python bool or
