@@ -597,7 +597,12 @@ class Branchy(cstorch.optim.Optimizer):
             for p in group["params"]:
                 self.state[p]["a"] = cstorch.zeros_like(p)
 
+    def _shrink(self, p, scale):
+        if scale < 1.0:
+            p.mul_(scale)
+
     def _decay(self, p):
+        self.decays += 1
         p.mul_(0.9)
 
     @torch.no_grad()
@@ -613,6 +618,8 @@ class Branchy(cstorch.optim.Optimizer):
                     kept = norm * 3.0
                     state["a"].add_(p.grad)
                 p.sub_(group["lr"] * kept * p.grad)
+                if norm > 2.5:
+                    self._shrink(p, 0.5)
                 if norm > 3:
                     self._decay(p)
                 if norm > 4:
@@ -640,10 +647,11 @@ def test_branches_that_change_tensors_in_place_both_run_and_each_tensor_is_selec
     """A tensor `if` whose branches change tensors in place (and bind names) runs both:
     each changed tensor is copied before, then takes the branch's values where the test
     holds (the test evaluated once, first: it may read what the branch changes), a name
-    read later selected the same way. Where a branch may do more than that, the `if`
-    stays: a helper called for its effects, an entry assigned, `continue`, a name read
-    later that only the branch binds, a tensor changed through a name the branch binds,
-    a loop."""
+    read later selected the same way; a method of the class changes what its code
+    changes of its arguments. Where a branch may do more than that, the `if` stays: a
+    method that also sets an attribute, an entry assigned, `continue`, a name read later
+    that only the branch binds, a tensor changed through a name the branch binds, a
+    loop over what is not a list."""
     path = tmp_path / "branchy.py"
     path.write_text(BOTH_BRANCHES)
     ported = port_file(str(path), Config())
@@ -664,11 +672,16 @@ def test_branches_that_change_tensors_in_place_both_run_and_each_tensor_is_selec
                 state["a"].copy_(torch.where(taken, state["a"], a_before))
                 kept = torch.where(taken, kept, kept_before)
                 p.sub_(group["lr"] * kept * p.grad)
+                # cslint port: both branches run; torch.where keeps the taken one's values
+                taken = norm > 2.5
+                p_before = p.clone()
+                self._shrink(p, 0.5)
+                p.copy_(torch.where(taken, p, p_before))
                 if norm > 3:
 """ in text
     assert text.endswith(BOTH_BRANCHES[BOTH_BRANCHES.index("                if norm > 3:"):])
     assert sorted(f.location.line for f in ported.findings if f.code == "CS201") == \
-        [38, 40, 43, 46, 49, 53]
+        [48, 50, 53, 56, 59, 63]
 
 
 CONDITIONAL_LISTS = '''\

@@ -72,6 +72,13 @@ class _Branch:
     maybe: set[str] = field(default_factory=set)
     fresh: set[str] = field(default_factory=set)  # bound to a new tensor or list
     reads_first: set[str] = field(default_factory=set)
+    # Places (by key) changed where the branch surely runs, and only under a test of
+    # its own (which may not exist where that test fails: `state["max_sq"]`); how a
+    # place reads where it surely exists.
+    surely: set[str] = field(default_factory=set)
+    maybe_changed: set[str] = field(default_factory=set)
+    entries: set[str] = field(default_factory=set)  # lists read as `d.get(key, [])`
+    display: dict[str, str] = field(default_factory=dict)
 
     @property
     def all_bound(self) -> set[str]:
@@ -81,9 +88,14 @@ class _Branch:
 class _Scan:
     """The effects of a branch's statements, or None (`failed`) where one is unknown."""
 
-    def __init__(self, modules: set[str], code):
+    def __init__(self, modules: set[str], code, helpers: "Helpers | None" = None,
+                 owner: ast.ClassDef | None = None):
         self.modules = modules  # the names of imported modules (`torch`, `math`, `F`)
         self.code = code  # a node's source text
+        self.helpers = helpers
+        self.owner = owner  # the class whose method holds the branches
+        self.elements: dict[str, ast.expr] = {}  # a loop's variable -> the list it walks
+        self.conditional = 0  # how many tests of the branch's own the scan is under
         self.failed = False
 
     def branch(self, statements: list[ast.stmt]) -> _Branch | None:
@@ -116,8 +128,19 @@ class _Scan:
                 if not self._reads_only(statement.test):
                     self.failed = True
                     return
+                self.conditional += 1
                 self._block(statement.body, found, nested=True)
                 self._block(statement.orelse, found, nested=True)
+                self.conditional -= 1
+            elif isinstance(statement, ast.For) and not statement.orelse and \
+                    isinstance(statement.target, ast.Name) and \
+                    _place_root(statement.iter) is not None and \
+                    _place_root(statement.iter).id not in found.all_bound:
+                # `for g in grads: g.sigmoid_()` changes the list's tensors.
+                found.maybe.add(statement.target.id)
+                self.elements[statement.target.id] = statement.iter
+                self._block(statement.body, found, nested=True)
+                del self.elements[statement.target.id]
             else:
                 self.failed = True
 
@@ -136,6 +159,10 @@ class _Scan:
         if value is None or not self._reads_only(value, allow_new=True):
             self.failed = True
             return
+        for call in (n for n in ast.walk(value) if isinstance(n, ast.Call)):
+            changed = self._helper_changes(call)
+            if changed:
+                self._record(changed, found)
         single = len(targets) == 1 and isinstance(targets[0], ast.Name)
         for name in names:
             if nested:
@@ -150,27 +177,43 @@ class _Scan:
     def _call_statement(self, call: ast.Call, found: _Branch) -> None:
         changed = self._changes(call)
         if changed is None:
+            changed = self._helper_changes(call)
+        if changed is None:
             self.failed = True
             return
+        self._record(changed, found)
+
+    def _helper_changes(self, call: ast.Call) -> list[tuple[ast.expr, str]] | None:
+        """What a call of one of the project's functions changes (`Helpers`)."""
+        if self.helpers is None:
+            return None
+        return self.helpers.changes(call, self.owner)
+
+    def _record(self, changed: list[tuple[ast.expr, str]], found: _Branch) -> None:
         for node, kind in changed:
+            if isinstance(node, ast.Name) and node.id in self.elements:
+                node, kind = self.elements[node.id], "list"
             if isinstance(node, ast.Name) and node.id in found.fresh:
                 continue  # a tensor the branch made: nothing outside it changes
-            base = node
-            while isinstance(base, (ast.Subscript, ast.Attribute)):
-                if isinstance(base, ast.Subscript) and not isinstance(base.slice, ast.Constant):
-                    self.failed = True
-                    return
-                base = base.value
-            if not isinstance(base, ast.Name) or base.id in found.all_bound:
+            base = _place_root(node)
+            if base is None or base.id in found.all_bound:
                 self.failed = True  # not a place, or one that aliases what the branch bound
                 return
             places = found.lists if kind == "list" else found.tensors
             other = found.tensors if kind == "list" else found.lists
             code = self.code(node)
+            entry = _entry(node, self.code) if kind == "list" else None
+            if entry is not None:
+                # One list however it is read: `d["k"]` or `d.get("k", [])`.
+                if isinstance(node, ast.Subscript) and not self.conditional:
+                    found.display.setdefault(entry, code)
+                found.entries.add(entry)
+                code = entry
             if code in other:
                 self.failed = True
                 return
             places.setdefault(code, node)
+            (found.maybe_changed if self.conditional else found.surely).add(code)
 
     def _changes(self, call: ast.Call) -> list[tuple[ast.expr, str]] | None:
         """What a call made as a statement changes in place: [(place, "tensor" | "list")];
@@ -195,7 +238,7 @@ class _Scan:
                     return None
                 changed.append((call.args[0], kind))
             elif not outputs and dotted.split(".")[0] not in self._pure_modules():
-                return None  # a helper of this project's, called for what it does
+                return None  # a helper of the project's, called for what it does
             return changed
         if isinstance(call.func, ast.Name):
             name = call.func.id
@@ -312,7 +355,9 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
     function = r._function_of(statement)
     if function is None:
         return None
-    scan = _Scan(_module_names(r.tree) | ({"torch"} if r.torch else set()), r.code)
+    owner = next((a for a in r.ancestors(statement) if isinstance(a, ast.ClassDef)), None)
+    scan = _Scan(_module_names(r.tree) | ({"torch"} if r.torch else set()), r.code,
+                 r.helpers, owner)
     taken = scan.branch(statement.body)
     other = scan.branch(statement.orelse) if statement.orelse else _Branch()
     if taken is None or other is None:
@@ -326,6 +371,15 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
     if {*taken.tensors, *other.tensors} & {*taken.lists, *other.lists}:
         return None  # a place changed as a tensor in one branch, as a list in the other
     places = {**taken.tensors, **taken.lists, **other.tensors, **other.lists}
+    surely = taken.surely | other.surely
+    entries = taken.entries | other.entries
+    if any(key not in surely and key not in entries
+           for key in taken.maybe_changed | other.maybe_changed):
+        # Changed under a test of the branch's own only: it may not exist (None, a
+        # missing entry) where that test fails, and copying it would fail there.
+        return None
+    display = {**other.display, **taken.display}
+    shown = {key: display.get(key, key) for key in places}
     # The test is evaluated once, before either branch changes what it reads.
     test_names = {n.id for n in ast.walk(statement.test) if isinstance(n, ast.Name)}
     changed_roots = {_root(node) for node in places.values()}
@@ -375,7 +429,7 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
     before: dict[str, str] = {}
     for code, node in places.items():
         before[code] = fresh_name(f"{_stem(node)}_before")
-        lines.append(indent + _copy(before[code], code, kinds[code]))
+        lines.append(indent + _copy(before[code], shown[code], kinds[code]))
     kept_names: dict[str, str] = {}
     for name in live:
         if name not in taken.bound or name not in other.bound:
@@ -389,14 +443,14 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
         first_changed = {**taken.tensors, **taken.lists}
         for code, node in first_changed.items():
             selected_places[code] = fresh_name(f"{_stem(node)}_taken")
-            lines.append(indent + _copy(selected_places[code], code, kinds[code]))
+            lines.append(indent + _copy(selected_places[code], shown[code], kinds[code]))
         for name in live:
             if name in taken.bound:
                 selected_names[name] = fresh_name(f"{name}_taken")
                 lines.append(f"{indent}{selected_names[name]} = {name}")
         for code in first_changed:
-            lines.extend(indent + line for line in _restore(code, before[code], kinds[code],
-                                                            unit))
+            lines.extend(indent + line for line in _restore(shown[code], before[code],
+                                                            kinds[code], unit))
         for inner in statement.orelse:
             moved = _reindented(r, inner, indent)
             if inner is statement.orelse[0] and isinstance(inner, ast.If) and \
@@ -406,14 +460,15 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
                 moved[at] = moved[at].replace("elif", "if", 1)
             lines.extend(moved)
     for code in places:
+        place = shown[code]
         if code in selected_places:
-            chosen, otherwise = selected_places[code], code
+            chosen, otherwise = selected_places[code], place
         elif statement.orelse:
-            chosen, otherwise = before[code], code  # changed by the second branch only
+            chosen, otherwise = before[code], place  # changed by the second branch only
         else:
-            chosen, otherwise = code, before[code]
+            chosen, otherwise = place, before[code]
         lines.extend(indent + line for line in _select(
-            torch, condition, code, chosen, otherwise, kinds[code], unit))
+            torch, condition, place, chosen, otherwise, kinds[code], unit))
     for name in live:
         chosen = selected_names.get(name, name if not statement.orelse else kept_names.get(name))
         if statement.orelse:
@@ -463,11 +518,28 @@ def _select(torch: str, condition: str, code: str, chosen: str, otherwise: str, 
             f"{unit}kept.copy_({torch}.where({condition}, new, kept))"]
 
 
+def _entry(node: ast.expr, code) -> str | None:
+    """`d.get("k", [])` for a list read as `d["k"]` or `d.get("k", ...)` (a string key)."""
+    if isinstance(node, ast.Subscript):
+        key, container = node.slice, node.value
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr == "get" and node.args:
+        key, container = node.args[0], node.func.value
+    else:
+        return None
+    if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+        return None
+    return f"{code(container)}.get({code(key)}, [])"
+
+
 def _stem(node: ast.expr) -> str:
     """A name for copies of a place: `p` -> p, `state["slow_buffer"]` -> slow_buffer,
     `p.data` -> p_data."""
     if isinstance(node, ast.Name):
         return node.id
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr == "get" and node.args:
+        return _stem(ast.Subscript(value=node.func.value, slice=node.args[0]))
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and \
             isinstance(node.slice.value, str) and node.slice.value.isidentifier():
         return node.slice.value
@@ -477,9 +549,29 @@ def _stem(node: ast.expr) -> str:
 
 
 def _root(node: ast.expr) -> str:
-    while isinstance(node, (ast.Subscript, ast.Attribute)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else ""
+    found = _place_root(node)
+    return found.id if found is not None else ""
+
+
+def _place_root(node: ast.expr) -> ast.Name | None:
+    """The name a place is reached from: `p`, `state["slow"]`, `p.data`, and
+    `state.get("max_sq", [])` (read again, it gives the same list, or a new empty one
+    that nothing else holds); None for anything else."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            node = node.value
+        elif isinstance(node, ast.Attribute):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "get" and not node.keywords and 1 <= len(node.args) <= 2 \
+                and isinstance(node.args[0], ast.Constant) and all(
+                    isinstance(a, (ast.Constant, ast.List, ast.Tuple)) and
+                    not getattr(a, "elts", None) for a in node.args[1:]):
+            node = node.func.value
+        else:
+            return None
 
 
 def _is_list(node: ast.expr) -> bool:
@@ -532,3 +624,247 @@ def _comments(code: str) -> set[str]:
     except (tokenize.TokenError, IndentationError, SyntaxError):
         found.add("\0")  # unreadable: count it as a comment that would be lost
     return found
+
+
+# ---- what the project's functions change ------------------------------------------------
+
+class Helpers:
+    """What a call of one of the project's functions changes in place of what it is
+    given: each helper's parameters that it changes (as a tensor or as a list of
+    tensors), read from its code (`self.apply_weight_decay(p=p, ...)` changes `p`;
+    `self.apply_ams_bound_foreach(ams, sqs, max_sqs, eps)` changes `max_sqs` when asked).
+    A helper that may do more (assign an entry or attribute, call what is not known for
+    what it does, raise) is not known: None."""
+
+    MAX_DEPTH = 4
+
+    def __init__(self, resolve):
+        # resolve(call, owner class node or None, module or None) -> (def node, module,
+        # whether the first parameter is bound: self or cls) or None
+        self.resolve = resolve
+        self._summaries: dict[int, dict[str, str] | None] = {}
+        self._open: set[int] = set()
+
+    def changes(self, call: ast.Call, owner: ast.ClassDef | None, module=None,
+                depth: int = 0) -> list[tuple[ast.expr, str]] | None:
+        if depth > self.MAX_DEPTH or any(isinstance(a, ast.Starred) for a in call.args) \
+                or any(k.arg is None for k in call.keywords):
+            return None
+        found = self.resolve(call, owner, module)
+        if found is None:
+            return None
+        function, its_module, bound_first = found
+        summary = self.summary(function, owner, its_module, depth)
+        if summary is None:
+            return None
+        arguments = function.args
+        positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
+        if bound_first:
+            positional = positional[1:]
+        given: dict[str, ast.expr] = dict(zip(positional, call.args))
+        if len(call.args) > len(positional):
+            return None  # into *args
+        given.update((k.arg, k.value) for k in call.keywords)
+        changed = []
+        for name, kind in summary.items():
+            argument = given.get(name)
+            if argument is None or (isinstance(argument, ast.Constant)
+                                    and argument.value is None):
+                continue  # its default (or None): nothing of the caller's
+            changed.append((argument, kind))
+        return changed
+
+    def summary(self, function: ast.FunctionDef, owner: ast.ClassDef | None, module,
+                depth: int) -> dict[str, str] | None:
+        key = id(function)
+        if key in self._summaries:
+            return self._summaries[key]
+        if key in self._open:
+            return None  # recursion: not followed
+        self._open.add(key)
+        try:
+            scan = _HelperScan(function, self, owner, module, depth)
+            found = scan.run()
+        finally:
+            self._open.discard(key)
+        self._summaries[key] = found
+        return found
+
+
+class _HelperScan:
+    """The parameters one function changes in place, through names that alias them
+    (`exp_avgs = state["exp_avg"]`, `for p in params`); None where it may do more."""
+
+    def __init__(self, function: ast.FunctionDef, helpers: Helpers,
+                 owner: ast.ClassDef | None, module, depth: int):
+        arguments = function.args
+        self.function = function
+        self.parameters = {a.arg for a in (*arguments.posonlyargs, *arguments.args,
+                                          *arguments.kwonlyargs)}
+        if arguments.vararg is not None or arguments.kwarg is not None:
+            self.parameters.add("\0")  # (their changes are not followed)
+        self.helpers = helpers
+        self.owner = owner
+        self.module = module
+        self.depth = depth
+        # A local name -> the parameters it may alias, and whether through their elements
+        # (a loop's variable).
+        self.aliases: dict[str, set[tuple[str, bool]]] = {}
+        self.changed: dict[str, str] = {}
+        self.failed = False
+        self.scan = _Scan(_imported_modules(function, module), ast.unparse, None, owner)
+
+    def run(self) -> dict[str, str] | None:
+        if "\0" in self.parameters:
+            return None
+        self._block(self.function.body)
+        return None if self.failed else self.changed
+
+    def _block(self, statements: list[ast.stmt]) -> None:
+        for statement in statements:
+            if self.failed:
+                return
+            if isinstance(statement, ast.Pass) or (
+                    isinstance(statement, ast.Expr)
+                    and isinstance(statement.value, ast.Constant)):
+                continue
+            if isinstance(statement, ast.Return):
+                if statement.value is not None:
+                    self._expression(statement.value)
+            elif isinstance(statement, ast.If):
+                self._expression(statement.test)
+                self._block(statement.body)
+                self._block(statement.orelse)
+            elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+                self._assignment(statement)
+            elif isinstance(statement, ast.AugAssign) and \
+                    isinstance(statement.target, ast.Name) and \
+                    statement.target.id not in self.parameters and \
+                    statement.target.id not in self.aliases:
+                self._expression(statement.value)
+            elif isinstance(statement, ast.For) and not statement.orelse:
+                self._loop(statement)
+            elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+                self._call(statement.value)
+            else:
+                self.failed = True
+
+    def _assignment(self, statement: ast.Assign | ast.AnnAssign) -> None:
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        if statement.value is None:
+            return
+        self._expression(statement.value)
+        names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        if any(isinstance(n, (ast.Subscript, ast.Attribute, ast.Starred))
+               for t in targets for n in ast.walk(t)):
+            self.failed = True  # an entry or attribute of what it was given, or of self
+            return
+        reached = set() if self.scan._fresh(statement.value, set()) else \
+            self._reached(statement.value)
+        for name in names:
+            if reached:
+                self.aliases[name] = reached
+            else:
+                self.aliases.pop(name, None)
+
+    def _loop(self, loop: ast.For) -> None:
+        self._expression(loop.iter)
+        pairs: list[tuple[ast.expr, ast.expr]] = []
+        if isinstance(loop.target, ast.Name):
+            pairs = [(loop.target, loop.iter)]
+        elif isinstance(loop.target, ast.Tuple) and isinstance(loop.iter, ast.Call) and \
+                isinstance(loop.iter.func, ast.Name) and loop.iter.func.id == "zip" and \
+                len(loop.iter.args) == len(loop.target.elts):
+            pairs = list(zip(loop.target.elts, loop.iter.args))
+        else:
+            self.failed = True
+            return
+        for target, iterable in pairs:
+            if not isinstance(target, ast.Name):
+                self.failed = True
+                return
+            reached = {(name, True) for name, _ in self._reached(iterable)}
+            if reached:
+                self.aliases[target.id] = reached
+            else:
+                self.aliases.pop(target.id, None)
+        self._block(loop.body)
+
+    def _reached(self, node: ast.expr) -> set[tuple[str, bool]]:
+        """The parameters (and whether through elements) a value may share memory with."""
+        found: set[tuple[str, bool]] = set()
+        for name in (n.id for n in ast.walk(node) if isinstance(n, ast.Name)):
+            if name in self.aliases:
+                found |= self.aliases[name]
+            elif name in self.parameters:
+                found.add((name, False))
+        return found
+
+    def _expression(self, node: ast.expr) -> None:
+        if not self.scan._reads_only(node, allow_new=True):
+            # An in-place op inside an expression: on what?
+            for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+                if isinstance(call.func, ast.Attribute) and is_in_place(call.func.attr) \
+                        and not self.scan._fresh(call.func.value, set()):
+                    self._change(call.func.value, "tensor")
+            if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await,
+                                  ast.Lambda)) for n in ast.walk(node)) or \
+                    any(k.arg == "out" for n in ast.walk(node) if isinstance(n, ast.Call)
+                        for k in n.keywords) or \
+                    any(isinstance(n, ast.Call) and not isinstance(n.func, ast.Attribute)
+                        and is_in_place(getattr(n.func, "id", "")) for n in ast.walk(node)):
+                self.failed = True
+        for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+            self._nested(call, required=False)
+
+    def _call(self, call: ast.Call) -> None:
+        changed = self.scan._changes(call)
+        if changed is None:
+            self._nested(call, required=True)
+            return
+        for node, kind in changed:
+            self._change(node, kind)
+
+    def _nested(self, call: ast.Call, required: bool) -> None:
+        changed = self.helpers.changes(call, self.owner, self.module, self.depth + 1)
+        if changed is None:
+            if required:
+                self.failed = True  # called for what it does, which is not known
+            return
+        for node, kind in changed:
+            self._change(node, kind)
+
+    def _change(self, node: ast.expr, kind: str) -> None:
+        root = _place_root(node)
+        if root is None:
+            self.failed = True
+            return
+        if root.id in self.parameters and root.id not in self.aliases:
+            reached = {(root.id, False)}
+        else:
+            reached = self.aliases.get(root.id, set())
+            if not reached:
+                # A new local of its own (or self): changing it changes nothing given,
+                # unless it is an attribute of self.
+                if root.id == "self" or root.id not in {
+                        n.id for n in ast.walk(self.function) if isinstance(n, ast.Name)
+                        and isinstance(n.ctx, ast.Store)}:
+                    self.failed = True
+                return
+        for name, through_elements in reached:
+            changed_kind = "list" if through_elements else kind
+            if self.changed.get(name, changed_kind) != changed_kind:
+                self.failed = True
+                return
+            self.changed[name] = changed_kind
+
+
+def _imported_modules(function: ast.FunctionDef, module) -> set[str]:
+    """The module names the helper's code may call functions of."""
+    from cslint.port.rewrite import _module_names
+
+    names = {"torch", "math"}
+    tree = getattr(module, "tree", None)
+    if tree is not None:
+        names |= _module_names(tree)
+    return names

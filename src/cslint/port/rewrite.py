@@ -47,6 +47,7 @@ from cslint.engine import LintResult, lint
 from cslint.fixes.apply import CSTORCH_IMPORT, Edit, _parses, cstorch_import_edit, encoded, \
     fix_findings
 from cslint.fixes.syntax import CallIndex
+from cslint.port.branches import Helpers
 from cslint.semantic.module_index import dotted_name
 from cslint.source import SourceFile
 
@@ -161,6 +162,7 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
     source, tree = linted.sources[shown], linted.modules[shown].tree
     findings = [f for f in linted.findings if f.path == shown]
     rewriter = _Rewriter(source, tree, findings, statement)
+    rewriter.helpers = _helpers_of(linted, shown)
     torch_classes = [ref.info.node for ref, kinds in linted.project.classified_classes
                      if ref.info is not None and ref.info.module.display_path == shown
                      and kinds.torch_optimizer and not kinds.cstorch_optimizer]
@@ -201,6 +203,35 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
     return None
 
 
+def _helpers_of(linted: LintResult, shown: str) -> Helpers:
+    """The project's functions as the file's code calls them: `self.method(...)` along
+    the class's MRO, a function by the name the calling module gives it."""
+    project = linted.project
+    module = linted.modules[shown]
+    refs = {(info.lineno, info.name): project.ref_for_info(info)
+            for info in module.classes.values()}
+
+    def resolve(call: ast.Call, owner: ast.ClassDef | None, calling=None):
+        func = call.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+                func.value.id == "self":
+            ref = refs.get((owner.lineno, owner.name)) if owner is not None else None
+            found = project.find_method(ref, func.attr) if ref is not None else None
+            info = found.function if found is not None else None
+            if info is None or info.kind not in ("method", "staticmethod", "classmethod"):
+                return None
+            return info.node, info.module, info.kind != "staticmethod"
+        dotted = dotted_name(func)
+        if dotted is None:
+            return None
+        _, info, _ = project.callee(calling or module, dotted)
+        if info is None or info.kind != "function":
+            return None
+        return info.node, info.module, False
+
+    return Helpers(resolve)
+
+
 # ---- the edits of one round -------------------------------------------------------------
 
 class _Rewriter:
@@ -220,6 +251,8 @@ class _Rewriter:
             if isinstance(node, (ast.expr, ast.stmt)):
                 self.by_location.setdefault(self.positions.location(node), []).append(node)
         self.torch = _module_alias(tree, "torch")
+        # What the project's functions change of their arguments (set by the round).
+        self.helpers: Helpers | None = None
 
     # -- helpers ------------------------------------------------------------------
 
@@ -419,8 +452,11 @@ class _Rewriter:
                 candidates.append(edit)
         if self.torch is None:  # only `math.pow` -> `**` needs no torch
             return candidates
+        truth_tests = {id(node) for finding in self.coded("CS203")
+                       for node in self.by_location.get(finding.location, ())}
         for finding in self.coded("CS203"):
-            edit = self._min_max(finding) or self._conditional(finding)
+            edit = self._min_max(finding) or self._conditional(finding) or \
+                self._boolean_value(finding, truth_tests)
             if edit is not None:
                 candidates.append(edit)
         tensor_tests = {id(node) for finding in self.coded("CS201")
@@ -590,6 +626,26 @@ class _Rewriter:
                 return Edit(*self.span(expression),
                             f"{self.torch}.where({self.code(test)}, "
                             f"{self.code(expression.body)}, {self.code(expression.orelse)})")
+        return None
+
+    def _boolean_value(self, finding: Finding, truth_tests: set[int]) -> Edit | None:
+        """A truth value of tensors kept as a value (a flag passed on, bound): `bool(t > 0)`
+        -> `t > 0`, `t > 0 or s > 1` -> `torch.logical_or(t > 0, s > 1)`. Only where
+        every operand is itself a truth value (a comparison, `not`, `bool()`): `a or b`
+        of those gives one of them, equal to the logical op's result. A test's own
+        truth (`if`, `while`, `a if t else b`) is the other rewrites'."""
+        for node in self.by_location.get(finding.location, ()):
+            top, parent = node, self.parents.get(id(node))
+            while isinstance(parent, ast.BoolOp) or _is_bool_call(parent) or (
+                    isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not)):
+                top, parent = parent, self.parents.get(id(parent))
+            if (top is node and not _is_bool_call(node)) or \
+                    isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert,
+                                                  ast.comprehension)) or \
+                    not _truth_valued(top) or not _evaluable_together(top) or \
+                    not _side_effect_free(top):
+                continue
+            return Edit(*self.span(top), self._logical(top, truth_tests))
         return None
 
     def _selecting_if(self, finding: Finding, tensor_tests: set[int]) -> Edit | None:
@@ -768,7 +824,13 @@ class _Rewriter:
     def _logical(self, test: ast.expr, tensor_tests: set[int]) -> str:
         """`a and t > 0` as a tensor: `torch.logical_and(torch.as_tensor(a), t > 0)`.
         Python's `and` would ask a tensor operand for its truth (a host read); the
-        logical ops take each operand's truth elementwise, a Python one as a tensor."""
+        logical ops take each operand's truth elementwise, a Python one as a tensor. A
+        name is made a tensor too: a flag found a tensor on one path may be a bool on
+        another (`bool(t)` is `t`)."""
+        if _is_bool_call(test):
+            inner = test.args[0]  # (the linter may report the call or its argument)
+            return self._logical(inner, tensor_tests | {id(inner)}
+                                 if id(test) in tensor_tests else tensor_tests)
         if isinstance(test, ast.BoolOp):
             name = "logical_and" if isinstance(test.op, ast.And) else "logical_or"
             operands = [self._logical(value, tensor_tests) for value in test.values]
@@ -778,7 +840,7 @@ class _Rewriter:
             return combined
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             return f"{self.torch}.logical_not({self._logical(test.operand, tensor_tests)})"
-        if _has_tensor_operand(test, tensor_tests):
+        if isinstance(test, ast.Compare) and _has_tensor_operand(test, tensor_tests):
             return self.code(test)
         return f"{self.torch}.as_tensor({self.code(test)})"
 
@@ -1868,6 +1930,24 @@ def _evaluable_together(test: ast.expr) -> bool:
                     node.func.id in ("isinstance", "hasattr", "callable", "len"):
                 return False
     return all(_evaluable_together(value) for value in test.values)
+
+
+def _is_bool_call(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+        node.func.id == "bool" and len(node.args) == 1 and not node.keywords
+
+
+def _truth_valued(node: ast.expr) -> bool:
+    """A comparison, or `not`, `bool()`, `and`/`or` of truth values only."""
+    if isinstance(node, ast.Compare):
+        return True
+    if _is_bool_call(node):
+        return _truth_valued(node.args[0])
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return _truth_valued(node.operand) or isinstance(node.operand, ast.Name)
+    if isinstance(node, ast.BoolOp):
+        return all(_truth_valued(value) for value in node.values)
+    return False
 
 
 def _makes_a_collection(node: ast.expr) -> bool:
