@@ -23,8 +23,8 @@ from cslint.diagnostics import Finding, Location, Severity
 from cslint.engine import lint
 from cslint.fixes import cstorch_creation_fix, multiply_ones_fix, replace_call_fix, \
     scale_first_argument_fix, \
-    scale_foreach_argument_fix
-from cslint.semantic.torch_api import FOREACH_SCALAR_ARGUMENTS
+    scale_foreach_argument_fix, weight_list_fix
+from cslint.semantic.torch_api import FOREACH_NUMBER_ARGUMENTS, FOREACH_SCALAR_ARGUMENTS
 from cslint.fixes.apply import fix_findings, fix_source
 from cslint.fixes.write import write_fixed
 from cslint.rules.program import optimizer_fix_plan
@@ -89,6 +89,16 @@ def _builder_findings(source: SourceFile, builder: str) -> list[Finding]:
                 fix = scale_foreach_argument_fix(node.func.attr, keyword)
                 where = scale[0]
         elif isinstance(node.func.value, ast.Name) and node.func.value.id == "torch" \
+                and node.func.attr in FOREACH_NUMBER_ARGUMENTS:
+            keyword, index = FOREACH_NUMBER_ARGUMENTS[node.func.attr]
+            weight = next((k.value for k in node.keywords if k.arg == keyword),
+                          node.args[index] if len(node.args) > index else None)
+            given_list = isinstance(weight, ast.List) or (
+                isinstance(weight, ast.BinOp) and isinstance(weight.left, ast.List))
+            if weight is not None and not isinstance(weight, ast.Constant) and not given_list:
+                fix = weight_list_fix(node.func.attr, keyword, index)
+                where = weight
+        elif isinstance(node.func.value, ast.Name) and node.func.value.id == "torch" \
                 and node.func.attr in ("full", "full_like") and \
                 not isinstance(fill := _fill_value(node), (ast.Constant, type(None))):
             fix = multiply_ones_fix(node.func.attr)  # (a fill value that is a tensor)
@@ -115,7 +125,7 @@ def _builder_findings(source: SourceFile, builder: str) -> list[Finding]:
 # Each kind of fix by the name of the builder fixtures that test it.
 _BUILDER_OF_KIND = {"ReplaceCall": "creation_ops", "ScaleFirstArgument": "scale_first_argument",
                     "ScaleForeachArgument": "scale_foreach_argument",
-                    "MultiplyOnes": "multiply_ones"}
+                    "MultiplyOnes": "multiply_ones", "WeightList": "weight_list"}
 
 
 def _fill_value(call: ast.Call) -> ast.expr | None:
@@ -1023,3 +1033,61 @@ def test_a_fill_value_with_a_comment_is_not_moved(tmp_path: Path):
     assert len(fixed.dropped) == 1
     assert "lr,  # the lr" in fixed.new_raw.decode()
     assert "b = torch.ones_like(p).mul_(lr)" in fixed.new_raw.decode()
+
+
+def test_a_weight_list_is_not_made_from_a_list_it_would_compute_again(tmp_path: Path):
+    """`[w] * len(xs)` reads the first list again: only a name (or a constant entry or
+    attribute of one) is read so; a comprehension is not, and the fix is refused there."""
+    target = tmp_path / "module.py"
+    target.write_text("import torch\n\n\ndef f(ps, gs, w):\n"
+                      "    torch._foreach_lerp_([p.grad for p in ps], gs, weight=w)\n"
+                      "    torch._foreach_lerp_(ps, gs, weight=w)\n")
+    source = SourceFile.read(target, "module.py", DEFAULT_MAX_FILE_SIZE)
+    fixed = fix_source(source, _builder_findings(source, "weight_list"))
+    assert [reason for _, reason in fixed.dropped] == ["the first list is not a plain name"]
+    assert "torch._foreach_lerp_(ps, gs, [w] * len(ps))" in fixed.new_raw.decode()
+
+
+FOREACH_WEIGHTS = '''\
+import torch
+import cerebras.pytorch as cstorch
+
+
+class Averaged(cstorch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    def preinitialize(self):
+        for group in self.param_groups:
+            group["step"] = cstorch.zeros(())
+            for p in group["params"]:
+                self.state[p]["avg"] = cstorch.zeros_like(p)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            group["step"].add_(1)
+            params = [p for p in group["params"] if p.grad is not None]
+            avgs = [self.state[p]["avg"] for p in params]
+            torch._foreach_lerp_(avgs, [p.grad for p in params], weight=1.0 / group["step"])
+            torch._foreach_lerp_(params, avgs, group["lr"])
+'''
+
+
+def test_a_tensor_weight_of_a_foreach_lerp_is_fixed_as_a_list(tmp_path: Path):
+    """CS204 (a step tensor) and CS205 (the lr) on `torch._foreach_lerp_`'s weight carry
+    the fix that gives it as a list of tensors; fixed, neither is found again."""
+    path = tmp_path / "averaged.py"
+    path.write_text(FOREACH_WEIGHTS)
+    config = config_for({"select": ["ALL"]})
+    before = lint([str(path)], config, project_root=tmp_path)
+    assert sorted((f.code, type(f.fix).__name__) for f in before.findings) == \
+        [("CS204", "WeightList"), ("CS205", "WeightList")]
+    report = fix_findings(before.sources, before.findings, unsafe=True)
+    (file,) = report.files
+    fixed = file.new_raw.decode()
+    assert "weight=1.0 / group[\"step\"]" not in fixed
+    assert "[p.grad for p in params], [1.0 / group[\"step\"]] * len(avgs))" in fixed
+    assert 'torch._foreach_lerp_(params, avgs, [group["lr"]] * len(params))' in fixed
+    write_fixed(file.source, file.new_raw)
+    assert not lint([str(path)], config, project_root=tmp_path).findings

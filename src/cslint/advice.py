@@ -30,6 +30,8 @@ TENSOR_AS_NUMBER = "fold it into tensor arithmetic instead (e.g. p.add_(-scale *
 SCHEDULED_AS_NUMBER = "multiply instead: p.add_(-lr * grad), p.addcdiv_(-lr * m, denom)"
 SCHEDULED_AS_FOREACH_NUMBER = ("multiply the list instead: "
                                "torch._foreach_add_(params, torch._foreach_mul(grads, -lr))")
+SCHEDULED_AS_WEIGHT_LIST = ("give a tensor per list entry instead: "
+                            "torch._foreach_lerp_(xs, ys, [lr] * len(xs))")
 
 # The same for the runtime, which sees it only as a scalar argument; its own words,
 # which tests/runtime/test_runtime_host_reads.py pins (`p.add_(-lr * g)`).

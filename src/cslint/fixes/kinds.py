@@ -211,6 +211,71 @@ class MultiplyOnes(CallFix):
                         args=[cst.Arg(fill.value)])
 
 
+@dataclass(frozen=True)
+class WeightList(CallFix):
+    """`torch._foreach_lerp_(xs, ys, weight=t)` -> `torch._foreach_lerp_(xs, ys, [t] *
+    len(xs))`: a tensor where the op takes a Python number goes as a list with one entry
+    per tensor of the first list, an overload that takes tensors (CS205, CS204). Only
+    where the first list is a name (or an attribute or constant entry of one), which
+    `len()` reads again."""
+
+    function: str
+    keyword: str
+    index: int  # where the number goes as a positional argument
+
+    def locate(self, calls: CallIndex, location: Location) -> ast.Call | None:
+        found = _call_with_keyword_at(calls, location, self.function, self.keyword)
+        if found is not None:
+            return found
+        for call in calls.calls.values():
+            if _calls(call, self.function) and len(call.args) > self.index \
+                    and calls.location(call.args[self.index]) == location:
+                return call
+        return None
+
+    def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
+        import libcst as cst
+
+        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == self.function):
+            raise NotApplicable(f"not a call of {self.function}()")
+        if any(a.star for a in call.args):
+            raise NotApplicable("the call passes *args or **kwargs")
+        positional = [a for a in call.args if a.keyword is None]
+        keyword = [a for a in call.args if a.keyword is not None
+                   and a.keyword.value == self.keyword]
+        given = keyword[0] if keyword else positional[self.index] \
+            if len(positional) > self.index else None
+        if given is None or len(positional) < self.index - (0 if keyword else 1) or \
+                len(positional) > self.index + (0 if keyword else 1):
+            raise NotApplicable(f"no `{self.keyword}` to give as a list")
+        listed = positional[0].value
+        node = listed
+        while isinstance(node, (cst.Attribute, cst.Subscript)):
+            if isinstance(node, cst.Subscript) and not (
+                    len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)
+                    and isinstance(node.slice[0].slice.value, (cst.SimpleString,
+                                                               cst.Integer))):
+                raise NotApplicable("the first list is not a plain name")
+            node = node.value
+        if not isinstance(node, cst.Name):
+            raise NotApplicable("the first list is not a plain name")
+        module = cst.Module(body=[])
+        if "#" in module.code_for_node(given):
+            raise NotApplicable(f"a comment goes with the `{self.keyword}`")  # (it would be lost)
+        value = given.value
+        if isinstance(value, (cst.Lambda, cst.IfExp, cst.NamedExpr)):
+            value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        weights = cst.parse_expression(
+            f"[{module.code_for_node(value)}] * len({module.code_for_node(listed)})")
+        if keyword and call.args[-1] is not given:
+            raise NotApplicable(f"arguments follow `{self.keyword}=`")
+        # In its place, as a positional argument (the list overload names it otherwise).
+        replaced = given.with_changes(value=weights, keyword=None,
+                                      equal=cst.MaybeSentinel.DEFAULT)
+        return call.with_changes(args=[replaced if arg is given else arg
+                                       for arg in call.args])
+
+
 def _calls(call: ast.Call, function: str) -> bool:
     return isinstance(call.func, ast.Attribute) and call.func.attr == function
 
@@ -317,8 +382,17 @@ def multiply_ones_fix(function: str) -> MultiplyOnes:
     return MultiplyOnes(False, f"multiply torch.{ones}() by the fill value", function)
 
 
+def weight_list_fix(function: str, keyword: str, index: int) -> WeightList:
+    """The fix of a tensor `weight` of `torch._foreach_lerp(_)` (CS205, CS204): a list
+    with the tensor once per entry of the first list. Unsafe, as those rules' other
+    fixes: the op takes its other overload."""
+    return WeightList(False, f"give `{keyword}` of {function}() as a list of tensors",
+                      function, keyword, index)
+
+
 # Every kind of fix by class name: the findings cache stores a fix as its kind's name and
 # its plain fields, and builds it back only as one of these.
 FIX_KINDS: dict[str, type[CallFix]] = {kind.__name__: kind
                                        for kind in (ReplaceCall, ScaleFirstArgument,
-                                                    ScaleForeachArgument, MultiplyOnes)}
+                                                    ScaleForeachArgument, MultiplyOnes,
+                                                    WeightList)}

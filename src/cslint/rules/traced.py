@@ -7,7 +7,7 @@ import ast
 from cslint import advice
 from cslint.diagnostics import Severity
 from cslint.fixes import multiply_ones_fix, scale_first_argument_fix, \
-    scale_foreach_argument_fix
+    scale_foreach_argument_fix, weight_list_fix
 from cslint.rules import FactRule, FixSafety, Rule, one_per_position, register
 from cslint.semantic.module_index import source_snippet
 from cslint.semantic.step_counters import counter_decisions
@@ -108,6 +108,8 @@ def _scalar_fix(fact):
         return scale_foreach_argument_fix(fact.foreach, fact.keyword)
     if fact.filled is not None:
         return multiply_ones_fix(fact.filled)
+    if fact.listed is not None:
+        return weight_list_fix(fact.listed, fact.keyword, fact.index)
     return None
 
 
@@ -123,6 +125,7 @@ class LrAsPythonScalar(_TracedRule):
             # `p.add_(g, alpha=-lr)` -> `p.add_(-lr * g)`.
             fix = _scalar_fix(fact)
             how = advice.SCHEDULED_AS_FOREACH_NUMBER if fact.foreach \
+                else advice.SCHEDULED_AS_WEIGHT_LIST if fact.listed \
                 else advice.SCHEDULED_AS_NUMBER
             yield context.finding(self, fact.node, (
                 f"{fact.position} needs a Python number but `{source_snippet(fact.node)}` "

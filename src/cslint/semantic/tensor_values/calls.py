@@ -496,7 +496,8 @@ class CallEvaluator:
             given = next((k.value for k in node.keywords if k.arg == keyword),
                          node.args[position] if len(node.args) > position else None)
             if is_device(value) and given is not None:
-                walker.scalar_argument(given, value, f"`{keyword}` of `torch.{name}()`")
+                walker.scalar_argument(given, value, f"`{keyword}` of `torch.{name}()`",
+                                       keyword=keyword, listed=name, index=position)
             return
         if name not in SCALAR_ARGUMENTS:
             return

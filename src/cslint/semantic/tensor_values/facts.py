@@ -61,7 +61,10 @@ class ScalarArgument:
     from) a scheduled hyperparameter. `method`/`keyword`: the Tensor method and keyword
     when it is a scaling keyword of a Tensor method (`p.add_(g, alpha=-lr)`); `foreach`
     and `keyword` when it is that of a foreach op (`torch._foreach_add_(ps, gs, alpha=-lr)`);
-    `filled` ("full", "full_like") when it is the fill value of that torch function."""
+    `filled` ("full", "full_like") when it is the fill value of that torch function;
+    `listed` (the op, "_foreach_lerp_") when it is a foreach op's number that a list of
+    tensors, one per tensor, may give instead (`weight` of `_foreach_lerp_`), with its
+    `keyword` and `index` (where it goes as a positional argument)."""
 
     function: FunctionInfo
     node: ast.AST
@@ -72,6 +75,8 @@ class ScalarArgument:
     keyword: str | None = None
     foreach: str | None = None
     filled: str | None = None
+    listed: str | None = None
+    index: int | None = None
 
 
 @dataclass(frozen=True)

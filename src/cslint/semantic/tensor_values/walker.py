@@ -68,9 +68,11 @@ class FunctionWalker(StatementWalker):
 
     def scalar_argument(self, node: ast.AST, value: Tensor, position: str,
                         method: str | None = None, keyword: str | None = None,
-                        foreach: str | None = None, filled: str | None = None) -> None:
+                        foreach: str | None = None, filled: str | None = None,
+                        listed: str | None = None, index: int | None = None) -> None:
         self.analysis.record(ScalarArgument(self.function, node, value.why, value.scheduled,
-                                            position, method, keyword, foreach, filled))
+                                            position, method, keyword, foreach, filled,
+                                            listed, index))
 
     def data_dependent_shape(self, node: ast.AST, op: str) -> None:
         self.analysis.record(ValueDependentShape(self.function, node, op))
