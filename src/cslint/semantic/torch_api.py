@@ -54,6 +54,33 @@ NON_TENSOR_TORCH = frozenset({
     "torch.promote_types", "torch.can_cast", "torch.get_default_device",
     "torch.is_nonzero",  # returns a bool: its call is a host read, checked separately
 })
+# The modules whose functions are tensor ops: their result is a tensor like their
+# inputs. torch's other modules hold utilities whose results are flags, objects or
+# handles (`torch.optim.optimizer._default_to_fused_or_foreach(params, ...)` gives two
+# bools, `torch.overrides.has_torch_function(args)` one, `torch.nn.Linear(...)` a
+# module): not known, so never reported.
+TENSOR_OP_MODULES = frozenset({
+    "torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special",
+    "torch.nn.init", "torch.autograd", "torch.sparse", "torch.masked", "torch.nested",
+    "torch.nn.utils", "torch.distributions", "torch.func", "torch.utils.checkpoint",
+    "torch.signal.windows", "torch._C._nn", "torch._C._linalg", "torch._C._fft",
+    "torch._C._special", "torch.ops.aten"})
+TENSOR_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+
+
+def is_tensor_op(qualified: str) -> bool:
+    """Whether the torch function `qualified` gives a tensor like its inputs: a public
+    function of a tensor-op module, a foreach op (`torch._foreach_mul`), or one of
+    torch's C bindings of ops (`torch._C._nn.linear`)."""
+    if qualified in TENSOR_CLASSES:
+        return True
+    module, _, name = qualified.rpartition(".")
+    if module not in TENSOR_OP_MODULES:
+        return False
+    return not name.startswith("_") or name.startswith("_foreach_") or \
+        module.startswith("torch._C.")
+
+
 # Builtins that read a tensor's value on the host (`bool` takes its truth value).
 HOST_BUILTINS = frozenset({"float", "int", "complex", "round", "str", "repr", "format",
                            "print", "bool"})

@@ -14,7 +14,7 @@ from cslint.semantic.tensor_values.values import (
 )
 from cslint.semantic.torch_api import (
     BOOLEAN_OPS, COMPILE, CREATION_SIZE_FUNCTIONS, DATA_DEPENDENT_SHAPE, DEVICE_FUNCTIONS,
-    FOREACH_NUMBER_ARGUMENTS, FOREACH_SCALAR_ARGUMENTS,
+    FOREACH_NUMBER_ARGUMENTS, FOREACH_SCALAR_ARGUMENTS, is_tensor_op,
     HOST_BUILTINS, HOST_READ_METHODS, ITERATION_BUILTINS, LOG_METHODS, LOGGER_NAMES,
     METADATA_METHODS, NON_TENSOR_TORCH, SCALAR_ARGUMENTS, SIZE_METHODS, TRUTH_METHODS,
 )
@@ -28,6 +28,30 @@ def is_torch_library(qualified: str | None) -> bool:
     project (torch's own source included) may define and we analyse."""
     return qualified is not None and (qualified == "torch" or (
         qualified.startswith("torch.") and not qualified.startswith("torch.optim.")))
+
+
+# Calls that give a list (or tuple) of tensors.
+_LIST_MAKERS = frozenset({"unbind", "split", "chunk", "tensor_split", "list", "tuple"})
+
+
+def _gives_a_list(node: ast.expr, function: ast.AST, seen: int = 0) -> bool:
+    """Whether `node` is a list of tensors by its form: a display, a comprehension,
+    `t.unbind()`, a foreach op's result (`torch._foreach_abs(xs)`), or a name the
+    function binds only to those. (The analysis keeps a list of tensors as the tensors
+    it holds; the list overload of `torch._foreach_lerp_`'s weight takes one.)"""
+    if isinstance(node, (ast.List, ast.ListComp, ast.Tuple, ast.GeneratorExp)):
+        return True
+    if isinstance(node, ast.Call):
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else \
+            node.func.id if isinstance(node.func, ast.Name) else ""
+        return name in _LIST_MAKERS or (name.startswith("_foreach_")
+                                        and not name.endswith("_"))
+    if isinstance(node, ast.Name) and seen < 4:
+        values = [statement.value for statement in ast.walk(function)
+                  if isinstance(statement, ast.Assign) and any(
+                      isinstance(t, ast.Name) and t.id == node.id for t in statement.targets)]
+        return bool(values) and all(_gives_a_list(v, function, seen + 1) for v in values)
+    return False
 
 
 def _names_bool_dtype(call: ast.Call) -> bool:
@@ -460,6 +484,8 @@ class CallEvaluator:
         if name == "where" and len(node.args) == 1 and not node.keywords and \
                 is_device(self.args[0]):
             walker.data_dependent_shape(node, "where(condition)")
+        if not is_tensor_op(qualified):
+            return None  # a utility of torch's (flags, modules, handles): not known
         # The result is a tensor like its inputs; `torch.tensor(t)` and `torch.as_tensor(t)`
         # of a tensor copy it, reading no value.
         inputs = [*self.args, *self.keywords.values()]
@@ -495,7 +521,8 @@ class CallEvaluator:
                                       if len(self.args) > position else None)
             given = next((k.value for k in node.keywords if k.arg == keyword),
                          node.args[position] if len(node.args) > position else None)
-            if is_device(value) and given is not None:
+            if is_device(value) and given is not None and \
+                    not _gives_a_list(given, walker.function.node):
                 walker.scalar_argument(given, value, f"`{keyword}` of `torch.{name}()`",
                                        keyword=keyword, listed=name, index=position)
             return
