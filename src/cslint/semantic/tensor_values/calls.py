@@ -9,8 +9,8 @@ from cslint.semantic.module_index import FunctionInfo, dotted_name, is_super_cal
 from cslint.semantic.project import ClassRef
 from cslint.semantic.tensor_values.values import (
     DEVICE, MODULE_KINDS, UNSEEN_MODULE_CLASS, ChainStep, Container, Function, Items, Marker,
-    Sequence, Tensor, Value, combine, element_of, is_device, join, merged_into, module_classes,
-    stored_into,
+    Sequence, Tensor, Value, combine, element_of, entry_of, is_device, join, merged_into,
+    module_classes, stored_into,
 )
 from cslint.semantic.torch_api import (
     BOOLEAN_OPS, COMPILE, CREATION_SIZE_FUNCTIONS, DATA_DEPENDENT_SHAPE, DEVICE_FUNCTIONS,
@@ -177,7 +177,9 @@ class CallEvaluator:
         container holding them too."""
         args = self.args
         if name in ("get", "pop"):
-            return receiver.element
+            written = entry_of(receiver, self.node.args[0] if self.node.args else None)
+            return written if written is receiver.element or len(args) < 2 \
+                else join(written, args[1])
         if name == "popitem":
             return Sequence((receiver.key, receiver.element))
         if name == "copy":

@@ -64,6 +64,10 @@ class Container:
     element: object
     mapping: bool = False  # a dict
     key: object = None  # a dict's keys (parameters, when keyed by them)
+    # A dict display's entries under string keys written in it, ((key, value), ...):
+    # `d["indices"]` is what was written there, not any entry's value (the others are
+    # in `element` too). Lost where the dict changes or joins another of other keys.
+    keyed: tuple = ()
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -117,7 +121,10 @@ def join(a: Value, b: Value) -> Value:
     if isinstance(a, Container) and isinstance(b, Container):
         if a.mapping != b.mapping:
             return None  # a list on one path, a dict on the other: its entries are unknown
-        return Container(join(a.element, b.element), a.mapping, join(a.key, b.key))
+        keyed = tuple((key, join(value, other)) for (key, value), (_, other)
+                      in zip(a.keyed, b.keyed)) \
+            if [k for k, _ in a.keyed] == [k for k, _ in b.keyed] else ()
+        return Container(join(a.element, b.element), a.mapping, join(a.key, b.key), keyed)
     if a.__class__ is Marker and b.__class__ is Marker and a.kind == b.kind \
             and a.kind in MODULE_KINDS:
         return Marker(a.kind, union_classes(a.ref, b.ref))
@@ -196,6 +203,16 @@ def stored_into(container: Container, key: Value, value: Value) -> Container:
     if container.mapping:
         return Container(join(container.element, value), True, join(container.key, key))
     return Container(join(container.element, value))
+
+
+def entry_of(container: Container, key: ast.expr | None) -> Value:
+    """`container[key]`: the value written under a string key in its display, else any
+    entry's."""
+    if container.keyed and isinstance(key, ast.Constant) and isinstance(key.value, str):
+        for written, value in container.keyed:
+            if written == key.value:
+                return value
+    return container.element
 
 
 def is_collection(value: Value) -> bool:
@@ -314,7 +331,8 @@ def with_argument_placeholders(bindings: tuple, owner: object) -> tuple:
         if kind is Sequence:
             return Sequence(tuple(placed(item) for item in value.items))
         if kind is Container:
-            return Container(placed(value.element), value.mapping, placed(value.key))
+            return Container(placed(value.element), value.mapping, placed(value.key),
+                             tuple((key, placed(entry)) for key, entry in value.keyed))
         return value
 
     return tuple(placed(binding) for binding in bindings)
@@ -334,6 +352,8 @@ def argument_chains(bindings: tuple) -> list[tuple]:
         elif kind is Container:
             read(value.element)
             read(value.key)
+            for _, entry in value.keyed:
+                read(entry)
 
     for binding in bindings:
         read(binding)
@@ -364,7 +384,9 @@ def filled(value: Value, owner: object, chains: list[tuple]) -> Value:
         return Sequence(tuple(filled(item, owner, chains) for item in value.items))
     if kind is Container:
         return Container(filled(value.element, owner, chains), value.mapping,
-                         filled(value.key, owner, chains))
+                         filled(value.key, owner, chains),
+                         tuple((key, filled(entry, owner, chains))
+                               for key, entry in value.keyed))
     if kind is Items:
         return Items(filled(value.owner, owner, chains), value.view)
     return value
@@ -379,7 +401,9 @@ def holds_placeholder(value: Value, owner: object) -> bool:
     if kind is Sequence:
         return any(holds_placeholder(item, owner) for item in value.items)
     if kind is Container:
-        return holds_placeholder(value.element, owner) or holds_placeholder(value.key, owner)
+        return holds_placeholder(value.element, owner) or \
+            holds_placeholder(value.key, owner) or \
+            any(holds_placeholder(entry, owner) for _, entry in value.keyed)
     if kind is Items:
         return holds_placeholder(value.owner, owner)
     return False
@@ -408,7 +432,8 @@ def value_signature(value: Value) -> object:
     if kind is Sequence:
         return ("S", tuple(value_signature(v) for v in value.items))
     if kind is Container:
-        return ("C", value_signature(value.element), value.mapping, value_signature(value.key))
+        return ("C", value_signature(value.element), value.mapping, value_signature(value.key),
+                tuple((key, value_signature(entry)) for key, entry in value.keyed))
     if kind is Function:
         return ("F", tuple(id(t[0]) for t in value.targets))
     return None

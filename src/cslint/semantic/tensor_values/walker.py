@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cslint.semantic.module_index import FunctionInfo, decorator_name, dotted_name
@@ -14,8 +15,8 @@ from cslint.semantic.tensor_values.facts import (
 )
 from cslint.semantic.tensor_values.values import (
     DEVICE, ChainStep, Container, Function, Marker, Sequence, Tensor, Value,
-    collection_operation, combine, element_of, is_collection, is_device, join, merged_into,
-    sliced, source_step, stored_into,
+    collection_operation, combine, element_of, entry_of, is_collection, is_device, join,
+    merged_into, sliced, source_step, stored_into,
 )
 from cslint.semantic.torch_api import DEVICE_ATTRIBUTES, DEVICE_TYPES, METADATA_ATTRIBUTES, \
     TENSOR_TYPE_NAMES
@@ -366,7 +367,7 @@ class FunctionWalker(StatementWalker):
         if isinstance(base, Container):
             if is_device(index) and not base.mapping:
                 self.host_read(index_node, node.slice, index, "indexing a Python sequence")
-            return base.element
+            return entry_of(base, index_node)
         return None
 
     def eval_Call(self, node: ast.Call) -> Value:
@@ -485,6 +486,7 @@ class FunctionWalker(StatementWalker):
     def eval_Dict(self, node: ast.Dict) -> Value:
         result = Container(None, mapping=True)
         copies_group = False
+        written: dict[str, Value] = {}
         for key_node, value_node in zip(node.keys, node.values):
             if key_node is None:  # `{**other}`
                 spread = self.eval(value_node)
@@ -493,10 +495,17 @@ class FunctionWalker(StatementWalker):
                 result = merged_into(result, spread)
             else:
                 key = self.eval(key_node)
-                result = stored_into(result, key, self.eval(value_node))
+                value = self.eval(value_node)
+                result = stored_into(result, key, value)
+                if isinstance(key_node, ast.Constant) and isinstance(key_node.value, str):
+                    written[key_node.value] = value
         # `{**group, "params": owned}` is a param group with some entries replaced: its
         # hyperparameters keep their own values, not the join of every entry's.
-        return Marker("group") if copies_group else result
+        if copies_group:
+            return Marker("group")
+        # An entry written under a string key is what it reads back (a `**spread`'s
+        # keys are not known: they are not taken to overwrite one written).
+        return replace(result, keyed=tuple(written.items())) if written else result
 
     def eval_Starred(self, node: ast.Starred) -> Value:
         return self.eval(node.value)
