@@ -638,6 +638,9 @@ class Branchy(cstorch.optim.Optimizer):
                 if norm > 8:
                     for t in (p, state["a"]):
                         t.mul_(0.5)
+                if norm > 9:
+                    p.mul_(0.5)
+                    p = state["a"]
                 p.add_(fresh)
 '''
 
@@ -650,8 +653,8 @@ def test_branches_that_change_tensors_in_place_both_run_and_each_tensor_is_selec
     read later selected the same way; a method of the class changes what its code
     changes of its arguments. Where a branch may do more than that, the `if` stays: a
     method that also sets an attribute, an entry assigned, `continue`, a name read later
-    that only the branch binds, a tensor changed through a name the branch binds, a
-    loop over what is not a list."""
+    that only the branch binds, a tensor changed through a name the branch binds (or
+    rebinds after), a loop over what is not a list."""
     path = tmp_path / "branchy.py"
     path.write_text(BOTH_BRANCHES)
     ported = port_file(str(path), Config())
@@ -681,7 +684,7 @@ def test_branches_that_change_tensors_in_place_both_run_and_each_tensor_is_selec
 """ in text
     assert text.endswith(BOTH_BRANCHES[BOTH_BRANCHES.index("                if norm > 3:"):])
     assert sorted(f.location.line for f in ported.findings if f.code == "CS201") == \
-        [48, 50, 53, 56, 59, 63]
+        [48, 50, 53, 56, 59, 63, 66]
 
 
 CONDITIONAL_LISTS = '''\

@@ -383,6 +383,8 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
     # The test is evaluated once, before either branch changes what it reads.
     test_names = {n.id for n in ast.walk(statement.test) if isinstance(n, ast.Name)}
     changed_roots = {_root(node) for node in places.values()}
+    if changed_roots & (taken.all_bound | other.all_bound):
+        return None  # the copies are put back through names a branch rebinds
     live = [name for name in sorted(taken.all_bound | other.all_bound)
             if _read_after(function, statement, name)]
     for name in live:
