@@ -846,7 +846,7 @@ import cerebras.pytorch as cstorch
 
 class Entries(cstorch.optim.Optimizer):
     def __init__(self, params, lr=0.1):
-        defaults = dict(lr=lr, total=0.0, scale=1.0, gain=1)
+        defaults = dict(lr=lr, total=0.0, scale=1.0, gain=1, carried=None, checked=None)
         super().__init__(params, defaults)
 
     def preinitialize(self):
@@ -863,16 +863,20 @@ class Entries(cstorch.optim.Optimizer):
             group["total"] = group["total"] + group["lr"]
             group["scale"] = group["scale"] * 0.5
             group["gain"] = group["gain"] * 0.5 + group["lr"]
+            decay = 1.0 if group["checked"] is None else group["checked"]
             for p in group["params"]:
-                p.add_(-group["total"] * group["scale"] * p.grad)
+                p.add_(-group["total"] * group["scale"] * p.grad * decay)
+            group["carried"] = group["lr"] * 2.0
+            group["checked"] = group["lr"] * 0.5
 '''
 
 
 def test_only_group_entries_started_in_defaults_and_only_accumulated_become_tensors(
         tmp_path: Path):
     """An entry the defaults start at a number and the step only rebinds from itself
-    becomes a tensor of preinitialize updated with copy_; one with no default, or also
-    set another way (a reset to a number), stays."""
+    becomes a tensor of preinitialize updated with copy_, as does one started at None
+    that the step sets for the next; one with no default, also set another way (a reset
+    to a number), or started at None and told apart from it, stays."""
     path = tmp_path / "entries.py"
     path.write_text(GROUP_ENTRIES_LEFT_ALONE)
     text = port_file(str(path), Config()).ported.decode()
@@ -882,3 +886,6 @@ def test_only_group_entries_started_in_defaults_and_only_accumulated_become_tens
     assert 'group["seen"] = group.get("seen", 0.0) + group["lr"]' in text
     # An int default accumulates floats: the tensor is a float one.
     assert 'group["gain"] = cstorch.full((), 1.0)' in text
+    assert 'group["carried"] = cstorch.zeros(())' in text
+    assert 'group["carried"].copy_(group["lr"] * 2.0)' in text
+    assert 'group["checked"] = group["lr"] * 0.5' in text

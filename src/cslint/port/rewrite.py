@@ -397,9 +397,11 @@ class _Rewriter:
         """A param-group entry the class's defaults start at a Python number and the step
         replaces with a value computed from itself (`group["weight_sum"] =
         group["weight_sum"] + weight`, `lr_max = group["lr_max"] = torch.maximum(...,
-        group["lr_max"])`): the system would trace the first step's number into the graph
-        for good. It becomes a tensor each group gets in preinitialize, updated with
-        `copy_`."""
+        group["lr_max"])`), or starts at None and the step sets to a value carried to the
+        next step (`group["gamma"] = 1.0 / math.sqrt(...)`, read on later steps only; not
+        where the code tells it from None): the system would trace the first step's value
+        into the graph for good. It becomes a tensor each group gets in preinitialize
+        (zero for None), updated with `copy_`."""
         alias = _cstorch_name(self.tree) or "cstorch"
         for owner in (n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)):
             methods = _methods(owner)
@@ -407,7 +409,7 @@ class _Rewriter:
             if setup is None or _cstorch_name(self.tree) is None:
                 continue
             for key, (start, updates) in _group_accumulators(self, owner).items():
-                number = ast.literal_eval(start)
+                number = ast.literal_eval(start) if not _is_none(start) else 0.0
                 edits = self._group_tensor(setup, key, _zero_dim(alias, number,
                                                                  repr(float(number))))
                 if edits is None:
@@ -1661,7 +1663,8 @@ def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
             entries = [(k.arg, k.value) for k in value.keywords if k.arg is not None]
         else:
             continue
-        starts.update((key, start) for key, start in entries if _is_number(start))
+        starts.update((key, start) for key, start in entries if _is_number(start)
+                      or (isinstance(start, ast.Constant) and start.value is None))
     updates: dict[str, list[ast.Assign]] = {}
     nodes: dict[str, ast.expr] = {}
     rejected: set[str] = set()
@@ -1692,15 +1695,49 @@ def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
                     and n.slice.value == key for n in ast.walk(node.value))
                 others = [t for t in targets if t is not target] \
                     if isinstance(node, ast.Assign) else []
-                if in_group and reads_itself and all(isinstance(t, ast.Name) for t in others) \
+                # An entry that starts as None is carried from one step to the next
+                # (AvaGrad's `gamma`): what the step sets it to, not from itself.
+                carried = _is_none(starts[key])
+                if in_group and (reads_itself or carried) and \
+                        all(isinstance(t, ast.Name) for t in others) \
                         and isinstance(r.parents.get(id(node)), (ast.For, ast.FunctionDef,
                                                                   ast.If, ast.With)):
                     updates.setdefault(key, []).append(node)
                     nodes.setdefault(key, target.slice)
                 else:
                     rejected.add(key)
+    # One that starts as None must never be told apart from it (`is None`, its truth,
+    # `.get()`): a tensor from the start, it is never None.
+    rejected |= {key for key in updates if _is_none(starts[key]) and
+                 any(_asks_for_none(node, key) for node in ast.walk(owner))}
     return {nodes[key]: (starts[key], statements) for key, statements in updates.items()
             if key not in rejected}
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _asks_for_none(node: ast.AST, key: str) -> bool:
+    """Whether `node` tells the entry `key` apart from None: `x[key] is None`, `not
+    x[key]`, `if x[key]:`, `x.get(key)`."""
+    def entry(expression: ast.AST) -> bool:
+        return isinstance(expression, ast.Subscript) and \
+            isinstance(expression.slice, ast.Constant) and expression.slice.value == key
+    if isinstance(node, ast.Compare) and (
+            any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
+            or any(_is_none(side) for side in node.comparators)) and \
+            any(entry(side) for side in (node.left, *node.comparators)):
+        return True
+    if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)) and entry(node.test):
+        return True
+    if isinstance(node, ast.BoolOp) and any(entry(value) for value in node.values):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and entry(node.operand):
+        return True
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+        node.func.attr == "get" and bool(node.args) and \
+        isinstance(node.args[0], ast.Constant) and node.args[0].value == key
 
 
 def _not_in_test(test: ast.expr, key: str, container: str) -> bool:
