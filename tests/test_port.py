@@ -889,3 +889,46 @@ def test_only_group_entries_started_in_defaults_and_only_accumulated_become_tens
     assert 'group["carried"] = cstorch.zeros(())' in text
     assert 'group["carried"].copy_(group["lr"] * 2.0)' in text
     assert 'group["checked"] = group["lr"] * 0.5' in text
+
+
+RELATIVE_IMPORT = '''\
+import torch
+from torch.optim import Optimizer
+
+from ._defaults import MOMENTUM
+
+
+class PackagedSGD(Optimizer):
+    def __init__(self, params, lr=0.1, momentum=MOMENTUM):
+        super().__init__(params, dict(lr=lr, momentum=momentum))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["buf"] = torch.zeros_like(p)
+                state["buf"].mul_(group["momentum"]).add_(p.grad)
+                p.add_(state["buf"], alpha=-group["lr"])
+'''
+
+
+def test_verify_imports_a_module_of_a_package_with_its_relative_imports(tmp_path: Path):
+    """An optimizer in a package (`from ._defaults import MOMENTUM`) is imported as a
+    module of that package, its port beside it, so both run."""
+    from cslint.port.verify import verify_port
+
+    package = tmp_path / "optimizers"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_defaults.py").write_text("MOMENTUM = 0.9\n")
+    path = package / "packaged.py"
+    path.write_text(RELATIVE_IMPORT)
+    ported = port_file(str(path), Config())
+    assert ported.classes[0].ported
+    verified = verify_port(str(path), ported.ported, ["PackagedSGD"], steps=8)
+    assert verified["PackagedSGD"].problem is None
+    assert verified["PackagedSGD"].numbers_equal and verified["PackagedSGD"].strict_clean

@@ -102,6 +102,18 @@ def verify_ports(files: list[tuple[str, bytes, list[str]]], steps: int = STEPS
     return verified
 
 
+def _package_of(path: str) -> tuple[str, str]:
+    """(the folder above the package, the package's dotted name) of a file in an
+    `__init__.py` chain; ("", "") for a file outside one."""
+    folder = os.path.dirname(os.path.abspath(path))
+    parts: list[str] = []
+    while os.path.isfile(os.path.join(folder, "__init__.py")) and \
+            os.path.basename(folder).isidentifier():
+        parts.insert(0, os.path.basename(folder))
+        folder = os.path.dirname(folder)
+    return (folder, ".".join(parts)) if parts else ("", "")
+
+
 # ---- the subprocess ----------------------------------------------------------------------
 
 def _child() -> None:
@@ -121,6 +133,13 @@ def _child() -> None:
     request = json.loads(sys.stdin.read())
 
     def load(path: str, name: str):
+        # A file of a package is loaded as a module of that package, so that its
+        # relative imports (`from ._types import ParamsT`) resolve.
+        root, package = _package_of(path)
+        if package:
+            if root not in sys.path:
+                sys.path.insert(0, root)
+            name = f"{package}.{name}"
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
