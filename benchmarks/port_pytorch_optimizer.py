@@ -1,6 +1,7 @@
 """`cslint port` over every optimizer class of pytorch-optimizer 4.1.0, each port verified.
 
     python benchmarks/port_pytorch_optimizer.py WHEEL_OR_PACKAGE_FOLDER [--steps N] [--json OUT]
+        [--name IMPORT_NAME]
 
 The package is copied twice into a temporary folder: `pytorch_optimizer` (the original)
 and `ported_pytorch_optimizer` (ported in place, as `cslint port --write` would, then its
@@ -8,6 +9,8 @@ imports of `pytorch_optimizer` renamed), so that one verifier process imports bo
 original class from the original package, its port from the ported one. All files are
 verified in one subprocess. Prints one row per class (ported, numbers equal, strict clean,
 the codes that remain), the totals, and the causes of failure grouped by count.
+`--name` measures another package's optimizers the same way: a folder of them (timm's
+`optim`, say) is imported under that name.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def _short(problem: str) -> str:
     problem = re.sub(r" with [^:]*?: ", ": ", problem, count=1)
     # The class and the temporary folder differ; the file and line of the problem say
     # where it is (a shared helper of the package, or the class's own file).
-    problem = re.sub(r" in \w+\.(\w+) at \S*?(ported_)?pytorch_optimizer/", r" in <class>.\1 at ",
+    problem = re.sub(rf" in \w+\.(\w+) at \S*?(ported_)?{PACKAGE}/", r" in <class>.\1 at ",
                      problem)
     problem = re.sub(r"\.cslint-port-\w+\.py", "<its file>", problem)
     problem = re.sub(r"'[^']*'|`[^`]*`|(?<![\w/])\d+(?![\w.])", "…", problem)
@@ -67,11 +70,16 @@ def _short(problem: str) -> str:
 
 
 def main() -> int:
+    global PACKAGE, PORTED
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("package", type=Path, help="the wheel, or the unpacked package folder")
+    parser.add_argument("--name", default=PACKAGE,
+                        help="the package's import name (another package's optimizers: "
+                             "a folder of them, imported under this name)")
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--json", type=Path, help="write the rows here as JSON")
     args = parser.parse_args()
+    PACKAGE, PORTED = args.name, "ported_" + args.name
 
     with tempfile.TemporaryDirectory(prefix="cslint-port-bench-") as folder:
         root = Path(folder)

@@ -177,28 +177,14 @@ class MultiplyOnes(CallFix):
     function: str  # "full" or "full_like"
 
     def locate(self, calls: CallIndex, location: Location) -> ast.Call | None:
-        for call, found in calls.keyword_values.get(location, ()):
-            if found.arg == "fill_value" and _calls(call, self.function):
-                return call
-        for call in calls.calls.values():
-            if _calls(call, self.function) and len(call.args) > 1 \
-                    and calls.location(call.args[1]) == location:
-                return call
-        return None
+        return _call_with_argument_at(calls, location, self.function, "fill_value", 1)
 
     def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
         import libcst as cst
 
         from cslint.fixes.syntax import punctuate
 
-        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == self.function):
-            raise NotApplicable(f"not a call of {self.function}()")
-        if any(a.star for a in call.args):
-            raise NotApplicable("the call passes *args or **kwargs")
-        keyword = [a for a in call.args if a.keyword is not None
-                   and a.keyword.value == "fill_value"]
-        positional = [a for a in call.args if a.keyword is None]
-        fill = keyword[0] if keyword else positional[1] if len(positional) > 1 else None
+        fill, _ = _given_argument(call, self.function, "fill_value", 1)
         if fill is None:
             raise NotApplicable("no fill value")
         if "#" in cst.Module(body=[]).code_for_node(fill):
@@ -224,29 +210,15 @@ class WeightList(CallFix):
     index: int  # where the number goes as a positional argument
 
     def locate(self, calls: CallIndex, location: Location) -> ast.Call | None:
-        found = _call_with_keyword_at(calls, location, self.function, self.keyword)
-        if found is not None:
-            return found
-        for call in calls.calls.values():
-            if _calls(call, self.function) and len(call.args) > self.index \
-                    and calls.location(call.args[self.index]) == location:
-                return call
-        return None
+        return _call_with_argument_at(calls, location, self.function, self.keyword,
+                                      self.index)
 
     def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
         import libcst as cst
 
-        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == self.function):
-            raise NotApplicable(f"not a call of {self.function}()")
-        if any(a.star for a in call.args):
-            raise NotApplicable("the call passes *args or **kwargs")
+        given, by_keyword = _given_argument(call, self.function, self.keyword, self.index)
         positional = [a for a in call.args if a.keyword is None]
-        keyword = [a for a in call.args if a.keyword is not None
-                   and a.keyword.value == self.keyword]
-        given = keyword[0] if keyword else positional[self.index] \
-            if len(positional) > self.index else None
-        if given is None or len(positional) < self.index - (0 if keyword else 1) or \
-                len(positional) > self.index + (0 if keyword else 1):
+        if given is None or len(positional) != self.index + (0 if by_keyword else 1):
             raise NotApplicable(f"no `{self.keyword}` to give as a list")
         listed = positional[0].value
         node = listed
@@ -267,13 +239,44 @@ class WeightList(CallFix):
             value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         weights = cst.parse_expression(
             f"[{module.code_for_node(value)}] * len({module.code_for_node(listed)})")
-        if keyword and call.args[-1] is not given:
+        if by_keyword and call.args[-1] is not given:
             raise NotApplicable(f"arguments follow `{self.keyword}=`")
         # In its place, as a positional argument (the list overload names it otherwise).
         replaced = given.with_changes(value=weights, keyword=None,
                                       equal=cst.MaybeSentinel.DEFAULT)
         return call.with_changes(args=[replaced if arg is given else arg
                                        for arg in call.args])
+
+
+def _call_with_argument_at(calls: CallIndex, location: Location, function: str,
+                           keyword: str, index: int) -> ast.Call | None:
+    """The call of `function` whose argument spanning `location` is its `keyword=` or
+    its positional argument `index`."""
+    found = _call_with_keyword_at(calls, location, function, keyword)
+    if found is not None:
+        return found
+    for call in calls.calls.values():
+        if _calls(call, function) and len(call.args) > index \
+                and calls.location(call.args[index]) == location:
+            return call
+    return None
+
+
+def _given_argument(call: cst.Call, function: str, keyword: str, index: int
+                    ) -> tuple[cst.Arg | None, bool]:
+    """The argument given as `keyword=` or at position `index` (None: not given), and
+    whether by keyword; NotApplicable for another call or one with *args/**kwargs."""
+    import libcst as cst
+
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == function):
+        raise NotApplicable(f"not a call of {function}()")
+    if any(a.star for a in call.args):
+        raise NotApplicable("the call passes *args or **kwargs")
+    named = [a for a in call.args if a.keyword is not None and a.keyword.value == keyword]
+    if named:
+        return named[0], True
+    positional = [a for a in call.args if a.keyword is None]
+    return (positional[index] if len(positional) > index else None), False
 
 
 def _calls(call: ast.Call, function: str) -> bool:
