@@ -535,7 +535,8 @@ import cerebras.pytorch as cstorch
 
 def _clip(update):
     if update.norm() > 1.0:
-        return update / update.norm()
+        update = update / update.norm()
+        return update.clamp(-1.0, 1.0)
     return update
 
 
@@ -932,3 +933,128 @@ def test_verify_imports_a_module_of_a_package_with_its_relative_imports(tmp_path
     verified = verify_port(str(path), ported.ported, ["PackagedSGD"], steps=8)
     assert verified["PackagedSGD"].problem is None
     assert verified["PackagedSGD"].numbers_equal and verified["PackagedSGD"].strict_clean
+
+
+HELPED_ELSEWHERE = '''\
+import torch
+from torch.optim import Optimizer
+
+from ._scalars import as_number
+
+
+def _update(p, buf, lr, step):
+    p.add_(buf, alpha=-lr / as_number(step))
+
+
+class HelpedSGD(Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["buf"] = torch.zeros_like(p)
+                    state["step"] = torch.zeros((), device=p.device)
+                state["step"].add_(1)
+                state["buf"].mul_(0.9).add_(p.grad)
+                update = _update
+                update(p, state["buf"], group["lr"], state["step"])
+'''
+
+
+def test_what_is_left_in_another_files_function_a_class_reaches_is_left_in_the_class(
+        tmp_path: Path, monkeypatch):
+    """`.item()` of the class's step in a helpers module (reached through a function
+    the class names and calls later) keeps the class from being ported, and is listed
+    with its file, as the user names it; a class reaching nothing there is ported."""
+    from cslint.port.command import run_port
+
+    package = tmp_path / "optimizers"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_scalars.py").write_text(
+        "import torch\n\n\ndef as_number(x):\n"
+        "    return x.item() if isinstance(x, torch.Tensor) else x\n\n\n"
+        "def unused(x):\n    return float(x)\n")
+    (package / "helped.py").write_text(HELPED_ELSEWHERE)
+    (package / "plain.py").write_text(RELATIVE_IMPORT.replace(
+        "from ._defaults import MOMENTUM", "MOMENTUM = 0.9"))
+    monkeypatch.chdir(tmp_path)
+    run = run_port(["optimizers/helped.py", "optimizers/plain.py"], Config(), write=False,
+                   verify=False, runtime_reference=False)
+    assert {c.name: c.remaining for c in run.classes} == \
+        {"HelpedSGD": ("CS204",), "PackagedSGD": ()}
+    listed = [(f.path, f.location.line, f.code) for file in run.ported for f in file.findings]
+    assert listed == [("optimizers/_scalars.py", 5, "CS204")]
+
+
+RETURNS = '''\
+import torch
+import cerebras.pytorch as cstorch
+
+
+class Normed(cstorch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    def preinitialize(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p]["norm"] = cstorch.zeros(())
+
+    @staticmethod
+    def rescaled(grad, exp_grad_norm):
+        grad_norm = torch.linalg.norm(grad)
+        exp_grad_norm.mul_(0.9).add_(0.1 * grad_norm)
+        if grad_norm > 0 and exp_grad_norm > grad_norm:
+            return grad.mul(exp_grad_norm.reshape(())).div_(grad_norm)
+
+        return grad
+
+    @staticmethod
+    def split(grad):
+        if grad.norm() > 1.0:
+            return [grad, grad]
+        return [grad]
+
+    @staticmethod
+    def maybe(grad):
+        if grad.norm() > 1.0:
+            return grad
+        else:
+            return None
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = self.rescaled(p.grad, self.state[p]["norm"])
+                p.add_(-group["lr"] * g * len(self.split(g)))
+                if self.maybe(g) is not None:
+                    p.mul_(0.9)
+'''
+
+
+def test_a_tensor_if_returning_one_of_two_values_returns_the_selection(tmp_path: Path):
+    """`if t: return a` then `return b` -> `return torch.where(t, a, b)` (a value may
+    change a tensor it makes itself); a choice between lists, or of None, stays."""
+    path = tmp_path / "normed.py"
+    path.write_text(RETURNS)
+    ported = port_file(str(path), Config())
+    text = ported.ported.decode()
+    assert """
+        exp_grad_norm.mul_(0.9).add_(0.1 * grad_norm)
+        return torch.where(
+            torch.logical_and(grad_norm > 0, exp_grad_norm > grad_norm),
+            grad.mul(exp_grad_norm.reshape(())).div_(grad_norm),
+            grad,
+        )
+""" in text
+    assert "            return [grad, grad]\n        return [grad]\n" in text
+    assert "        else:\n            return None\n" in text
+    assert sorted(f.location.line for f in ported.findings if f.code == "CS201") == [26, 32]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cslint.config import Config
 from cslint.fixes.apply import unified_diff
-from cslint.port.rewrite import PortedFile, PortError, port_file
+from cslint.port.rewrite import PortedFile, PortError, port_file, with_reached_findings
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,8 @@ def run_port(paths: list[str], config: Config, *, write: bool, verify: bool,
             ports[path] = ported
         if not changed or len(files) < 2:
             break
-    run.ported = [ports[path] for path in files]
+    # What is left in the functions of other files the classes call is left in them.
+    run.ported = with_reached_findings([ports[path] for path in files], config)
     # Verified before anything is written: the original is still at its path.
     verified = [{} for _ in run.ported]
     if verify:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cslint.config import Config
@@ -87,6 +87,9 @@ class PortedFile:
     classes: list[PortedClass] = field(default_factory=list)
     # The findings left in the ported code (of the whole file).
     findings: list[Finding] = field(default_factory=list)
+    # By class: the functions of other files its methods call, directly or through one
+    # another, as (the file, first line, last line).
+    reached: dict[str, list[tuple[Path, int, int]]] = field(default_factory=dict)
 
     @property
     def original(self) -> bytes:
@@ -119,7 +122,101 @@ def port_file(path: str, config: Config, runtime_reference: bool = False,
         linted = again
     return PortedFile(path, source, linted.sources[shown].raw,
                       _classes(linted, shown),
-                      [f for f in linted.findings if f.path == shown])
+                      [f for f in linted.findings if f.path == shown],
+                      _reached_elsewhere(linted, shown))
+
+
+# How many functions a class's calls are followed into (a guard on very large projects).
+_MAX_REACHED = 400
+
+
+def _reached_elsewhere(linted: LintResult, shown: str) -> dict[str, list[tuple[Path, int, int]]]:
+    """By optimizer class of the file: the project functions of other files its methods
+    call, directly or through one another (`self.apply_weight_decay(...)` of a base
+    class's module, `_get_value(step)` of a helpers module): what is left there is left
+    in the class too."""
+    project = linted.project
+    found: dict[str, list[tuple[Path, int, int]]] = {}
+    for ref, kinds in project.classified_classes:
+        info = ref.info
+        if info is None or info.module.display_path != shown or not kinds.optimizer \
+                or project.is_machinery(ref):
+            continue
+        pending = list(info.methods.values())
+        seen: set[tuple] = set()
+        spans: list[tuple[Path, int, int]] = []
+        while pending and len(seen) < _MAX_REACHED:
+            function = pending.pop()
+            if function.key in seen:
+                continue
+            seen.add(function.key)
+            if function.module.display_path != shown:
+                spans.append((function.module.path.absolute(), function.lineno,
+                              function.end_lineno or function.lineno))
+            for node in ast.walk(function.node):
+                # What it calls, or names to call later (`func = _single_tensor_adamw`).
+                if isinstance(node, (ast.Name, ast.Attribute)) and \
+                        isinstance(node.ctx, ast.Load):
+                    callee = _project_function(project, ref, function, node)
+                    if callee is not None and callee.key not in seen:
+                        pending.append(callee)
+        found[info.name] = spans
+    return found
+
+
+def _project_function(project, ref, function, node: ast.Name | ast.Attribute):
+    """The project function a name in `function` (a method of `ref`'s class, or what
+    it reaches) stands for: `self.m` along the class's MRO, a name as its module
+    imports it."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+            node.value.id == "self":
+        found = project.find_method(ref, node.attr)
+        return found.function if found is not None else None
+    dotted = dotted_name(node)
+    if dotted is None:
+        return None
+    _, callee, _ = project.callee(function.module, dotted)
+    return callee
+
+
+def _as_given(path: Path) -> str:
+    """`path` relative to the working folder where it is under it (as a user names it)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def with_reached_findings(files: list[PortedFile], config: Config) -> list[PortedFile]:
+    """`files` with what is left in the functions of other files their classes call
+    (listed, and among each class's remaining codes): those files are checked once,
+    every port read in place of its original."""
+    spans = {span for file in files for reached in file.reached.values() for span in reached}
+    own = {Path(file.path).absolute() for file in files}
+    ported = {Path(file.path).absolute(): file.ported for file in files if file.changed}
+    helpers = sorted({path for path, _, _ in spans})
+    if not helpers:
+        return files
+    shown = {path: _as_given(path) for path in helpers}
+    replaced = {display_path(Path(shown[path]), shown[path]): ported[path] for path in helpers
+                if path in ported}
+    linted = lint([shown[path] for path in helpers], config, replaced=replaced,
+                  unsaved={p: code for p, code in ported.items() if p not in helpers})
+    left = [f for f in linted.findings]
+    result = []
+    for file in files:
+        classes, extra = [], []
+        for found in file.classes:
+            inside = [f for f in left if any(
+                Path(f.path).absolute() == path and start <= f.location.line <= end
+                for path, start, end in file.reached.get(found.name, ()))]
+            codes = tuple(sorted({*found.remaining, *(f.code for f in inside)}))
+            classes.append(PortedClass(found.name, codes))
+            # Listed with the file, unless that file is listed itself.
+            extra += [f for f in inside if Path(f.path).absolute() not in own
+                      and f not in extra]
+        result.append(replace(file, classes=classes, findings=[*file.findings, *extra]))
+    return result
 
 
 def _classes(linted: LintResult, shown: str) -> list[PortedClass]:
@@ -675,6 +772,9 @@ class _Rewriter:
             while isinstance(self.parents.get(id(statement)), ast.If) and \
                     self.parents[id(statement)].orelse == [statement]:
                 statement = self.parents[id(statement)]  # an `elif`: from its `if`
+            returned = self._selected_return(statement, tensor_tests)
+            if returned is not None:
+                return returned
             chain = self._assignment_chain(statement)
             if chain is None:
                 edit = self._selected_update(statement, tensor_tests) or \
@@ -708,6 +808,52 @@ class _Rewriter:
                      for index, name in enumerate(names)]
             return Edit(start, end, (_newline(self.text) + self.indent_of(statement))
                         .join(lines))
+        return None
+
+    def _selected_return(self, statement: ast.If, tensor_tests: set[int]) -> Edit | None:
+        """`if t > 0: return a` followed by `return b` (or with `else: return b`) ->
+        `return torch.where(t > 0, a, b)`: both values computed, free of side effects
+        (but in-place ops on a tensor a value makes itself) and selectable (not a list,
+        None or a tuple), no comment inside."""
+        if not (len(statement.body) == 1 and isinstance(statement.body[0], ast.Return)):
+            return None
+        chosen = statement.body[0].value
+        if statement.orelse:
+            if not (len(statement.orelse) == 1 and isinstance(statement.orelse[0], ast.Return)):
+                return None
+            last = statement.orelse[0]
+        else:
+            block = self._block_of(statement)
+            at = next((i for i, s in enumerate(block) if s is statement), None) \
+                if block is not None else None
+            if at is None or at + 1 >= len(block) or \
+                    not isinstance(block[at + 1], ast.Return):
+                return None
+            last = block[at + 1]
+        otherwise = last.value
+        test = statement.test
+        values = [chosen, otherwise]
+        if any(v is None or _makes_a_collection(v) or _is_none(v) or
+               not _side_effect_free(v, on_new_tensors=True) for v in values) or \
+                not _side_effect_free(test) or not _evaluable_together(test) or \
+                not _has_tensor_operand(test, tensor_tests):
+            return None
+        start, end = self.span(statement)[0], self.span(last)[1]
+        if "#" in self.text[start:end]:
+            return None
+        condition = self._condition(test, tensor_tests)
+        if condition is None:
+            return None
+        return Edit(start, end, self._where(statement, "return ", "", [
+            (condition, test), (self.code(chosen), chosen), (self.code(otherwise), otherwise)]))
+
+    def _block_of(self, statement: ast.stmt) -> list[ast.stmt] | None:
+        """The statement list that holds `statement`."""
+        parent = self.parents.get(id(statement))
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(parent, name, None)
+            if isinstance(block, list) and any(s is statement for s in block):
+                return block
         return None
 
     def _both_branches(self, statement: ast.If, tensor_tests: set[int]) -> Edit | None:
