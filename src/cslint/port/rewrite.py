@@ -203,6 +203,7 @@ def with_reached_findings(files: list[PortedFile], config: Config) -> list[Porte
     linted = lint([shown[path] for path in helpers], config, replaced=replaced,
                   unsaved={p: code for p, code in ported.items() if p not in helpers})
     left = [f for f in linted.findings]
+    listed: list[Finding] = []  # (each is listed once, with the first file reaching it)
     result = []
     for file in files:
         classes, extra = [], []
@@ -213,8 +214,10 @@ def with_reached_findings(files: list[PortedFile], config: Config) -> list[Porte
             codes = tuple(sorted({*found.remaining, *(f.code for f in inside)}))
             classes.append(PortedClass(found.name, codes))
             # Listed with the file, unless that file is listed itself.
-            extra += [f for f in inside if Path(f.path).absolute() not in own
-                      and f not in extra]
+            for finding in inside:
+                if Path(finding.path).absolute() not in own and finding not in listed:
+                    listed.append(finding)
+                    extra.append(finding)
         result.append(replace(file, classes=classes, findings=[*file.findings, *extra]))
     return result
 
