@@ -101,6 +101,10 @@ def _uses(module: ModuleIndex, text: str) -> Iterator[tuple[ast.expr, str | None
             dtypes = [e for e in elements if e is not None and _is_dtype(module, e)]
             if len(dtypes) >= 3:  # a table of dtypes (a mapping, a list to test)
                 checked.update(id(e) for e in dtypes)
+        if isinstance(node, ast.IfExp):
+            mirrored = _mirrored(module, node)
+            if mirrored is not None:
+                checked.add(id(mirrored))
         if isinstance(node, ast.Compare):
             for operand in (node.left, *node.comparators):
                 elements = operand.elts if isinstance(
@@ -118,6 +122,25 @@ def _uses(module: ModuleIndex, text: str) -> Iterator[tuple[ast.expr, str | None
             if receiver is not None and "." not in receiver and receiver in module.imports:
                 continue  # a module's `double()` function, not Tensor.double()
             yield node, None
+
+
+def _mirrored(module: ModuleIndex, node: ast.IfExp) -> ast.expr | None:
+    """The float64 name a conditional gives only where another dtype is float64 already
+    (`torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32`):
+    it follows that dtype, it does not choose float64."""
+    test = node.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    operands = (test.left, test.comparators[0])
+    if not any(_qualified(module, side) in FLOAT64_NAMES for side in operands):
+        return None
+    if isinstance(test.ops[0], (ast.Eq, ast.Is)):
+        branch = node.body
+    elif isinstance(test.ops[0], (ast.NotEq, ast.IsNot)):
+        branch = node.orelse
+    else:
+        return None
+    return branch if _qualified(module, branch) in FLOAT64_NAMES else None
 
 
 def _qualified(module: ModuleIndex, node: ast.expr) -> str | None:
