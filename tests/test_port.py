@@ -1017,6 +1017,13 @@ class Normed(cstorch.optim.Optimizer):
         return grad
 
     @staticmethod
+    def warmed(norm, warmup=10.0):
+        if norm < warmup:
+            ratio: float = norm / warmup
+            return 1.0 - (1.0 - ratio) ** 2
+        return 1.0
+
+    @staticmethod
     def split(grad):
         if grad.norm() > 1.0:
             return [grad, grad]
@@ -1034,6 +1041,7 @@ class Normed(cstorch.optim.Optimizer):
         for group in self.param_groups:
             for p in group["params"]:
                 g = self.rescaled(p.grad, self.state[p]["norm"])
+                g = g * self.warmed(self.state[p]["norm"])
                 p.add_(-group["lr"] * g * len(self.split(g)))
                 if self.maybe(g) is not None:
                     p.mul_(0.9)
@@ -1042,7 +1050,8 @@ class Normed(cstorch.optim.Optimizer):
 
 def test_a_tensor_if_returning_one_of_two_values_returns_the_selection(tmp_path: Path):
     """`if t: return a` then `return b` -> `return torch.where(t, a, b)` (a value may
-    change a tensor it makes itself); a choice between lists, or of None, stays."""
+    change a tensor it makes itself; a name the branch computes for it alone is
+    computed always); a choice between lists, or of None, stays."""
     path = tmp_path / "normed.py"
     path.write_text(RETURNS)
     ported = port_file(str(path), Config())
@@ -1055,6 +1064,10 @@ def test_a_tensor_if_returning_one_of_two_values_returns_the_selection(tmp_path:
             grad,
         )
 """ in text
+    assert """
+        ratio: float = norm / warmup
+        return torch.where(norm < warmup, 1.0 - (1.0 - ratio) ** 2, 1.0)
+""" in text
     assert "            return [grad, grad]\n        return [grad]\n" in text
     assert "        else:\n            return None\n" in text
-    assert sorted(f.location.line for f in ported.findings if f.code == "CS201") == [26, 32]
+    assert sorted(f.location.line for f in ported.findings if f.code == "CS201") == [31, 37]

@@ -817,10 +817,16 @@ class _Rewriter:
         """`if t > 0: return a` followed by `return b` (or with `else: return b`) ->
         `return torch.where(t > 0, a, b)`: both values computed, free of side effects
         (but in-place ops on a tensor a value makes itself) and selectable (not a list,
-        None or a tuple), no comment inside."""
-        if not (len(statement.body) == 1 and isinstance(statement.body[0], ast.Return)):
+        None or a tuple), no comment inside. Names the branch computes first for its
+        value alone (`w = step / warmup`, read nowhere else) are computed always."""
+        if not (statement.body and isinstance(statement.body[-1], ast.Return)):
             return None
-        chosen = statement.body[0].value
+        function = self._function_of(statement)
+        temporaries = statement.body[:-1]
+        if any(not _branch_temporary(t, statement, True, function) or
+               isinstance(t.value, ast.Name) for t in temporaries):
+            return None
+        chosen = statement.body[-1].value
         if statement.orelse:
             if not (len(statement.orelse) == 1 and isinstance(statement.orelse[0], ast.Return)):
                 return None
@@ -847,8 +853,11 @@ class _Rewriter:
         condition = self._condition(test, tensor_tests)
         if condition is None:
             return None
-        return Edit(start, end, self._where(statement, "return ", "", [
+        indent = self.indent_of(statement)
+        lines = [line for t in temporaries for line in _reindented(self, t, indent)]
+        lines.append(indent + self._where(statement, "return ", "", [
             (condition, test), (self.code(chosen), chosen), (self.code(otherwise), otherwise)]))
+        return Edit(start, end, _newline(self.text).join(lines)[len(indent):])
 
     def _block_of(self, statement: ast.stmt) -> list[ast.stmt] | None:
         """The statement list that holds `statement`."""
@@ -1067,7 +1076,7 @@ class _Rewriter:
         # again for each statement).
         receivers = {n.id for (chain, _) in chains if chain is not None
                      for n in ast.walk(chain[0]) if isinstance(n, ast.Name)} | \
-            {s.targets[0].id for s, _ in updates if id(s) in temporaries}
+            {_targets(s)[0].id for s, _ in updates if id(s) in temporaries}
         if any(isinstance(n, ast.Name) and n.id in receivers for n in ast.walk(test)):
             return None
         start, end = self.span(statement)
@@ -2203,11 +2212,12 @@ def _branch_temporary(statement: ast.stmt, branch_of: ast.If, taken: bool,
     """`update = de_nom.reciprocal().lerp_(de_nom, weight=w)` in one branch of
     `branch_of`: a name assigned a value free of outside effects, read nowhere but later
     in its own branch (so computing it when the branch is not taken changes nothing)."""
-    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-            and isinstance(statement.targets[0], ast.Name) and function is not None
+    if not (isinstance(statement, (ast.Assign, ast.AnnAssign))
+            and statement.value is not None and len(_targets(statement)) == 1
+            and isinstance(_targets(statement)[0], ast.Name) and function is not None
             and _side_effect_free(statement.value, on_new_tensors=True)):
         return False
-    name = statement.targets[0].id
+    name = _targets(statement)[0].id
     own = branch_of.body if taken else branch_of.orelse
     inside = {id(n) for s in own for n in ast.walk(s)}
     return not any(isinstance(n, ast.Name) and n.id == name and id(n) not in inside
