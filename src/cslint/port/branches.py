@@ -331,19 +331,21 @@ class _Scan:
         return False
 
 
-# Tensor methods whose result is a new tensor (never their receiver or a view of it).
-_ALLOCATING_METHODS = frozenset({
+# Tensor methods whose result is a new tensor (never their receiver or a view of it):
+# the arithmetic the port's selections compute out of place, and, for telling what a
+# branch makes itself, the other ops that allocate.
+ALLOCATING = frozenset({
     "reciprocal", "sqrt", "rsqrt", "clone", "add", "sub", "mul", "div", "abs", "exp", "log",
     "neg", "pow", "square", "sign", "sigmoid", "tanh", "lerp", "addcmul", "addcdiv",
-    "clamp", "clamp_min", "clamp_max", "maximum", "minimum", "norm", "sum", "mean",
-    "sub", "true_divide", "mm", "matmul", "bmm", "outer", "max", "min", "amax", "amin",
-    "std", "var", "sign", "sgn", "relu", "softmax", "log_softmax", "exp2", "log2",
-    "log1p", "expm1", "cos", "sin", "atan", "atan2", "hypot", "abs", "floor", "ceil",
-    "round", "trunc", "frac", "fmod", "remainder", "prod", "cumsum", "logical_not",
-    "logical_and", "logical_or", "eq", "ne", "lt", "le", "gt", "ge", "where",
-    "masked_fill", "index_select", "gather", "dot", "cross", "tril", "triu",
-    "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "zeros_like",
-    "ones_like"})
+    "clamp", "maximum", "minimum", "norm", "sum", "mean"})
+_ALLOCATING_METHODS = ALLOCATING | frozenset({
+    "clamp_min", "clamp_max", "true_divide", "mm", "matmul", "bmm", "outer", "max", "min",
+    "amax", "amin", "std", "var", "sgn", "relu", "softmax", "log_softmax", "exp2", "log2",
+    "log1p", "expm1", "cos", "sin", "atan", "atan2", "hypot", "floor", "ceil", "round",
+    "trunc", "frac", "fmod", "remainder", "prod", "cumsum", "logical_not", "logical_and",
+    "logical_or", "eq", "ne", "lt", "le", "gt", "ge", "where", "masked_fill",
+    "index_select", "gather", "dot", "cross", "tril", "triu", "new_zeros", "new_ones",
+    "new_full", "new_empty", "new_tensor", "zeros_like", "ones_like"})
 
 
 def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | None:
@@ -714,6 +716,8 @@ class _HelperScan:
         self.aliases: dict[str, set[tuple[str, bool]]] = {}
         self.changed: dict[str, str] = {}
         self.failed = False
+        self.locals = {n.id for n in ast.walk(function)
+                       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         self.scan = _Scan(_imported_modules(function, module), ast.unparse, None, owner)
 
     def run(self) -> dict[str, str] | None:
@@ -848,9 +852,7 @@ class _HelperScan:
             if not reached:
                 # A new local of its own (or self): changing it changes nothing given,
                 # unless it is an attribute of self.
-                if root.id == "self" or root.id not in {
-                        n.id for n in ast.walk(self.function) if isinstance(n, ast.Name)
-                        and isinstance(n.ctx, ast.Store)}:
+                if root.id == "self" or root.id not in self.locals:
                     self.failed = True
                 return
         for name, through_elements in reached:

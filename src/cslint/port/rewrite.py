@@ -47,7 +47,7 @@ from cslint.engine import LintResult, lint
 from cslint.fixes.apply import CSTORCH_IMPORT, Edit, _parses, cstorch_import_edit, encoded, \
     fix_findings
 from cslint.fixes.syntax import CallIndex
-from cslint.port.branches import Helpers
+from cslint.port.branches import ALLOCATING as _ALLOCATING, Helpers
 from cslint.semantic.module_index import dotted_name
 from cslint.source import SourceFile
 
@@ -202,7 +202,7 @@ def with_reached_findings(files: list[PortedFile], config: Config) -> list[Porte
                 if path in ported}
     linted = lint([shown[path] for path in helpers], config, replaced=replaced,
                   unsaved={p: code for p, code in ported.items() if p not in helpers})
-    left = [f for f in linted.findings]
+    left = linted.findings
     listed: list[Finding] = []  # (each is listed once, with the first file reaching it)
     result = []
     for file in files:
@@ -2223,12 +2223,6 @@ def _branch_temporary(statement: ast.stmt, branch_of: ast.If, taken: bool,
     return not any(isinstance(n, ast.Name) and n.id == name and id(n) not in inside
                    for n in ast.walk(function))
 
-
-# Tensor methods whose result is a new tensor (never a view of their receiver).
-_ALLOCATING = frozenset({
-    "reciprocal", "sqrt", "rsqrt", "clone", "add", "sub", "mul", "div", "abs", "exp", "log",
-    "neg", "pow", "square", "sign", "sigmoid", "tanh", "lerp", "addcmul", "addcdiv",
-    "clamp", "maximum", "minimum", "norm", "sum", "mean"})
 
 
 def _is_place(node: ast.expr) -> bool:
