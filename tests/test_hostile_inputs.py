@@ -99,3 +99,36 @@ def test_a_folder_of_hostile_files_is_checked_in_one_run(project):
     assert b"Traceback" not in result.stderr
     assert len(errors) == len(BROKEN) + 2, errors
     assert result.stdout.decode().count("CS101") == len(VALID) + 1
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_a_file_read_gives_back_its_exact_bytes(tmp_path, name):
+    """A UTF-8 file's bytes are not held beside its text, but given back from it: BOM,
+    line endings and all; a file in another encoding keeps them."""
+    from cslint.source import SourceFile
+
+    path = tmp_path / name
+    path.write_bytes(VALID[name])
+    source = SourceFile.read(path, name, 10_000_000)
+    assert source.raw == VALID[name]
+    assert (source._raw is None) == (source.encoding == "utf-8")
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_each_definition_parsed_alone_is_where_the_whole_parse_has_it(tmp_path, name):
+    import ast
+
+    from cslint.semantic.module_index import build_module_index
+    from cslint.source import SourceFile
+
+    path = tmp_path / name
+    path.write_bytes(VALID[name])
+    source = SourceFile.read(path, name, 10_000_000)
+    module = build_module_index(source.parse(), path, name, source_text=source.text)
+    entries = [*module.functions.values(), *module.classes.values(),
+               *(m for c in module.classes.values() for m in c.methods.values())]
+    assert entries
+    whole = [ast.dump(e.node, include_attributes=True) for e in entries]
+    module.release_tree()
+    assert [ast.dump(e.node, include_attributes=True) for e in entries] == whole
+    assert module.held_tree is None

@@ -634,3 +634,67 @@ def test_the_files_that_reach_a_checked_file_are_found_by_whole_words_transitive
     found = project.dependents([load_file(checked, "base.py", DEFAULT_MAX_FILE_SIZE).module])
     assert sorted(module.path.name for module in found) == ["grandchild.py", "user.py"]
     assert project.pending == {tmp_path / "longer_word.py", tmp_path / "unrelated.py"}
+
+
+DEFINITIONS = (
+    "import functools\r\n"
+    "\r\n"
+    "@functools.lru_cache(\r\n"
+    "    maxsize=None)  # a decorator over two lines\r\n"
+    "def top(x):\r\n"
+    "    return x\r\n"
+    "\r\n"
+    "if True:\r\n"
+    "\tclass Inner:  # a tab-indented block\r\n"
+    "\t\t@staticmethod\r\n"
+    "\t\tasync def method(y):\r\n"
+    "\t\t\tdef nested(z):\r\n"
+    "\t\t\t\treturn '''text\r\n"
+    "less indented'''\r\n"
+    "\t\t\treturn nested\r\n"
+    "\r\n"
+    "@dataclass\r\n"
+    "class Decorated: pass\r\n"
+)
+
+
+def test_a_definition_parsed_from_its_own_lines_is_the_whole_parse_s_node(tmp_path):
+    """A released tree's definitions come back from their own lines, at the positions
+    of a whole parse (decorators over several lines, tabs, CRLF, nested functions, a
+    string less indented than its function); a whole parse then re-points them."""
+    import ast
+
+    path = tmp_path / "definitions.py"
+    path.write_bytes(DEFINITIONS.encode())
+    source = SourceFile.read(path, "definitions.py", DEFAULT_MAX_FILE_SIZE)
+    module = build_module_index(source.parse(), path, "definitions.py",
+                                source_text=source.text)
+    entries = [*module.functions.values(), *module.classes.values(),
+               *(m for c in module.classes.values() for m in c.methods.values()),
+               *(f for f, _ in module.nested_functions)]
+    assert len(entries) == 5
+    whole = {id(e): ast.dump(e.node, include_attributes=True) for e in entries}
+    module.release_tree()
+    parses = []
+    for entry in entries:
+        assert entry.definition is None
+        node = entry.node
+        assert module.held_tree is None, f"{entry.qualname}: its own lines sufficed"
+        assert ast.dump(node, include_attributes=True) == whole[id(entry)]
+        parses.append(node)
+    tree = module.tree  # a rule asks for the whole tree: the entries find theirs there
+    in_tree = {id(n) for n in ast.walk(tree)}
+    assert all(id(entry.node) in in_tree for entry in entries)
+    module.release_tree()
+    assert all(entry.definition is None for entry in entries)
+
+
+def test_a_definition_whose_lines_do_not_stand_alone_comes_from_the_whole_tree(tmp_path):
+    path = tmp_path / "one_line.py"
+    path.write_text("x = (1,\n     2)\ndef f(): pass\n")
+    source = SourceFile.read(path, "one_line.py", DEFAULT_MAX_FILE_SIZE)
+    module = build_module_index(source.parse(), path, "one_line.py", source_text=source.text)
+    module.release_tree()
+    function = module.functions["f"]
+    function.first_lineno = 2  # lines that start inside another statement
+    assert function.node.name == "f" and module.held_tree is not None

@@ -18,6 +18,7 @@ from cslint.diagnostics import Finding
 from cslint.discovery import ExcludeMatcher, Target, display_path, is_package_folder, \
     printable, project_path, walk_python_files
 from cslint.fingerprints import with_fingerprints
+from cslint.memory import give_back_freed_memory
 from cslint.project_files import HeldTrees, LoadedFile, ProjectFiles, load_file, \
     project_files_for
 from cslint.rules import ModuleContext, Rule, select_rules
@@ -245,6 +246,12 @@ class _Run:
             self.progress("analysing", 0, len(checked))
         analyses = Analyses(project, {analysis for rule in self.rules
                                       for analysis in rule.uses})
+        # The functions the analyses walked were parsed alone (their files' trees let
+        # go): their trees go too, and a rule that needs one parses it again. On torch/
+        # they are about 30 MB, which every forked worker would otherwise start with.
+        for module in project.modules:
+            module.forget_definition_parses()
+        give_back_freed_memory()
         for loaded in checked:
             result.files_checked += 1
             result.sources[loaded.source.display_path] = loaded.source
@@ -314,6 +321,9 @@ class _Run:
             module = index_from_data(index, source.text)
             held.indexed(module, len(raw))
             loaded.append(LoadedFile(source, module))
+        # The workers' messages and the files' bytes are gone: their pages go back before
+        # the analyses, and before the checks' workers are forked from this process.
+        give_back_freed_memory()
         return loaded
 
     def _check_all(self, checked: list[LoadedFile], project: ProjectIndex, analyses: Analyses,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cslint.discovery import ExcludeMatcher, Target, context_folders, find_project_root, \
     resolved, walk_python_files
+from cslint.memory import give_back_freed_memory
 from cslint.semantic.module_index import FunctionInfo, ModuleIndex, build_module_index, \
     module_name_for
 from cslint.source import TOO_DEEP, InputError, SourceFile, read_regular_file
@@ -34,6 +35,11 @@ class LoadedFile:
 HELD_SOURCE_BYTES = 4_000_000
 
 
+# Trees let go of this much source (about 30 MB of tree) between returns of the freed
+# memory to the system.
+_RELEASED_BEFORE_GIVING_BACK = 1_000_000
+
+
 class HeldTrees:
     """Which trees stay for the whole run: those of the first files read, up to a budget
     of source bytes. The others go once indexed, and again once checked (their source's
@@ -46,9 +52,12 @@ class HeldTrees:
         self._kept: set[int] = set()  # ids of the modules that keep theirs
         self._checked: set[int] = set()
         self._asked_after_check: list[ModuleIndex] = []
+        self._released = 0  # source characters whose trees went since memory went back
 
     def indexed(self, module: ModuleIndex, size: int) -> None:
-        if 0 < self.left and size <= self.left:
+        # A module indexed elsewhere (a worker process) comes without its tree: keeping
+        # the one parsed again here would hold it for the whole run.
+        if module.held_tree is not None and 0 < self.left and size <= self.left:
             self.left -= size
             self._kept.add(id(module))
         else:
@@ -65,11 +74,17 @@ class HeldTrees:
         module = loaded.module
         self._checked.add(id(module))
         if id(module) not in self._kept:
+            if module.held_tree is not None:
+                self._released += len(module.source_text)
             module.release_tree()
             loaded.source.forget_lines()
         for other in self._asked_after_check:
+            self._released += len(other.source_text)
             other.release_tree()
         self._asked_after_check.clear()
+        if self._released >= _RELEASED_BEFORE_GIVING_BACK:
+            self._released = 0
+            give_back_freed_memory()
 
 
 def load_file(path: Path, shown: str, max_size: int, raw: bytes | None = None,

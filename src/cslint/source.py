@@ -161,18 +161,32 @@ def parse_python(text: str, filename: str) -> ast.Module:
         return ast.parse(text, filename=filename)
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
 @dataclass
 class SourceFile:
     """A decoded source file, kept as read so fixes can write it back faithfully."""
 
     path: Path
     display_path: str
-    raw: bytes
+    # The bytes as read, where decoding might not give them back (None: UTF-8, whose
+    # strict decoding does, so a project's files are not held twice).
+    _raw: bytes | None = field(repr=False)
     text: str
     encoding: str
+    has_bom: bool = False
     # The lines, split when first asked (`forget_lines` lets them go: a large project's
     # files hold them only while checked).
     _lines: list[str] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def raw(self) -> bytes:
+        """The file's bytes, as read."""
+        if self._raw is not None:
+            return self._raw
+        encoded = self.text.encode("utf-8")
+        return _UTF8_BOM + encoded if self.has_bom else encoded
 
     @property
     def lines(self) -> list[str]:
@@ -193,9 +207,11 @@ class SourceFile:
             raise InputError(display_path, _not_decodable(encoding, raw, err)) from None
         except LookupError:
             raise InputError(display_path, f"unknown encoding {encoding!r}") from None
-        if text.startswith("\ufeff"):
+        has_bom = text.startswith("\ufeff")
+        if has_bom:
             text = text[1:]
-        return cls(path, display_path, raw, text, encoding)
+        return cls(path, display_path, None if encoding == "utf-8" else raw, text, encoding,
+                   has_bom)
 
     @classmethod
     def read(cls, path: Path, display_path: str, max_size: int) -> "SourceFile":

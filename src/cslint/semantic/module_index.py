@@ -164,6 +164,8 @@ class FunctionInfo:
     lineno: int
     col_offset: int
     end_lineno: int | None
+    # The line of the first decorator (the `def` line without any); None: unknown.
+    first_lineno: int | None = None
 
     @property
     def node(self) -> ast.FunctionDef | ast.AsyncFunctionDef:
@@ -228,6 +230,8 @@ class ClassInfo:
     class_attributes: set[str]
     lineno: int
     col_offset: int
+    end_lineno: int | None = None
+    first_lineno: int | None = None  # as a function's
 
     @property
     def node(self) -> ast.ClassDef:
@@ -245,10 +249,15 @@ class ClassInfo:
 
 def _definition_node(entry: "FunctionInfo | ClassInfo") -> ast.AST:
     """A function's or class's node: the one held, else found by position in the module's
-    tree."""
+    tree, else (the tree let go) parsed from the definition's own lines."""
     node = entry.definition
     if node is None:
-        node = entry.definition = entry.module.definition_at(entry.lineno, entry.col_offset)
+        module = entry.module
+        if module.held_tree is None:
+            node = module.parse_definition(entry)
+        if node is None:
+            node = module.definition_at(entry.lineno, entry.col_offset)
+        entry.definition = node
     return node
 
 
@@ -298,6 +307,8 @@ class ModuleIndex:
     _definitions: dict | None = field(default=None, repr=False)
     # Told when a released tree is parsed again (what keeps trees decides when it goes).
     on_parsed_again: Callable[["ModuleIndex"], None] | None = field(default=None, repr=False)
+    # Entries whose nodes come from a parse of their own lines (`parse_definition`).
+    _parts: list = field(default_factory=list, repr=False)
 
     @property
     def tree(self) -> ast.Module:
@@ -310,6 +321,7 @@ class ModuleIndex:
             gc.disable()
             try:
                 tree = self.held_tree = parse_python(self.source_text, self.display_path)
+                self.forget_definition_parses()
             finally:
                 if collecting:
                     gc.freeze()
@@ -334,6 +346,38 @@ class ModuleIndex:
         end = starts[last] if last is not None and last < len(starts) else len(text)
         return text[start:end]
 
+    def parse_definition(self, entry: "FunctionInfo | ClassInfo") -> ast.AST | None:
+        """The `def` or `class` node of `entry` from a parse of its own lines only, at the
+        positions a parse of the whole file gives (None where that cannot be done): the
+        analyses walk a few functions of most files they reach, and a whole tree takes
+        about 30 times the memory of its text."""
+        first, last = entry.first_lineno, entry.end_lineno
+        if first is None or last is None or first < 1:
+            return None
+        text = self.text_of_lines(first, last)
+        if not text:
+            return None
+        opening = text[:len(text) - len(text.lstrip(" \t\f"))]
+        if not text.startswith(("@", "def", "async", "class"), len(opening)):
+            return None
+        # Blank lines keep the line numbers; an `if 1:` line before an indented definition
+        # makes a block for it, so its columns stay too.
+        if opening:
+            if first < 2:
+                return None
+            text = "\n" * (first - 2) + "if 1:\n" + text
+        else:
+            text = "\n" * (first - 1) + text
+        try:
+            part = parse_python(text, self.display_path)
+        except (SyntaxError, ValueError, RecursionError):
+            return None
+        node = _definitions_in(part).get((entry.lineno, entry.col_offset))
+        if node is None:
+            return None
+        self._parts.append(entry)
+        return node
+
     def definition_at(self, lineno: int, col_offset: int) -> ast.AST:
         """The `def` or `class` node that starts there."""
         definitions = self._definitions
@@ -341,8 +385,20 @@ class ModuleIndex:
             definitions = self._definitions = _definitions_in(self.tree)
         return definitions[(lineno, col_offset)]
 
+    def forget_definition_parses(self) -> None:
+        """Entries whose nodes come from a parse of their own lines let them go, and find
+        them again when asked: in the whole tree once it is parsed, so that a rule
+        walking it meets the same nodes."""
+        for entry in self._parts:
+            if isinstance(entry, FunctionInfo):
+                entry.forget_nodes()
+            else:
+                entry.definition = None
+        self._parts.clear()
+
     def release_tree(self) -> None:
         """Let the syntax tree go (its entries find their nodes again in a new parse)."""
+        self.forget_definition_parses()
         if self.held_tree is None:
             return
         self.held_tree = None
@@ -437,8 +493,13 @@ def _function_info(node, module: "ModuleIndex", qualname: str, class_name: str |
         class_name=class_name, decorators=decorators,
         is_abstract=any(d in _ABSTRACT_DECORATORS for d in decorators),
         kind=kind, lineno=node.lineno, col_offset=node.col_offset,
-        end_lineno=getattr(node, "end_lineno", None),
+        end_lineno=getattr(node, "end_lineno", None), first_lineno=_first_line(node),
     )
+
+
+def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> int:
+    """Where the definition's text starts: its first decorator, else its keyword."""
+    return min((d.lineno for d in node.decorator_list), default=node.lineno)
 
 
 def build_module_index(tree: ast.Module, path: Path, display_path: str,
@@ -487,30 +548,33 @@ def index_from_data(data: tuple, source_text: str) -> ModuleIndex:
 
 def _function_data(info: FunctionInfo) -> tuple:
     return (info.name, info.qualname, info.class_name, info.decorators, info.is_abstract,
-            info.kind, info.lineno, info.col_offset, info.end_lineno)
+            info.kind, info.lineno, info.col_offset, info.end_lineno, info.first_lineno)
 
 
 def _function_from_data(data: tuple, index: ModuleIndex) -> FunctionInfo:
-    name, qualname, class_name, decorators, is_abstract, kind, lineno, col, end = data
+    name, qualname, class_name, decorators, is_abstract, kind, lineno, col, end, first = data
     return FunctionInfo(name=name, qualname=qualname, definition=None, module=index,
                         class_name=class_name, decorators=tuple(decorators),
                         is_abstract=is_abstract, kind=kind, lineno=lineno, col_offset=col,
-                        end_lineno=end)
+                        end_lineno=end, first_lineno=first)
 
 
 def _class_data(info: ClassInfo) -> tuple:
     return (info.name, info.qualname, info.base_names, info.base_kinds,
             [(key, _function_data(method)) for key, method in info.methods.items()],
-            sorted(info.class_attributes), info.lineno, info.col_offset)
+            sorted(info.class_attributes), info.lineno, info.col_offset, info.end_lineno,
+            info.first_lineno)
 
 
 def _class_from_data(data: tuple, index: ModuleIndex) -> ClassInfo:
-    name, qualname, base_names, base_kinds, methods, attributes, lineno, col = data
+    (name, qualname, base_names, base_kinds, methods, attributes, lineno, col, end,
+     first) = data
     return ClassInfo(name=name, qualname=qualname, definition=None, module=index,
                      base_names=base_names, base_kinds=base_kinds,
                      methods={key: _function_from_data(entry, index)
                               for key, entry in methods},
-                     class_attributes=set(attributes), lineno=lineno, col_offset=col)
+                     class_attributes=set(attributes), lineno=lineno, col_offset=col,
+                     end_lineno=end, first_lineno=first)
 
 
 def _statement_children(node: ast.AST) -> list[ast.AST]:
@@ -619,7 +683,8 @@ def _class_info(node: ast.ClassDef, index: ModuleIndex, qualname: str) -> ClassI
         base_names=[dotted_name(_strip_subscript(b)) for b in node.bases],
         base_kinds=[b.__class__.__name__ for b in node.bases],
         methods=methods, class_attributes=attributes, lineno=node.lineno,
-        col_offset=node.col_offset,
+        col_offset=node.col_offset, end_lineno=getattr(node, "end_lineno", None),
+        first_lineno=_first_line(node),
     )
 
 
