@@ -133,14 +133,22 @@ def test_with_no_jobs_asked_for_a_small_run_shares_nothing(fixtures_project, mon
     assert [f.sort_key() for f in asked.findings] == [f.sort_key() for f in default.findings]
 
 
-def test_trees_let_go_and_parsed_again_give_the_same_findings(fixtures_project, monkeypatch):
+@pytest.mark.parametrize("definitions_held", [None, 0])
+def test_trees_let_go_and_parsed_again_give_the_same_findings(fixtures_project, monkeypatch,
+                                                              definitions_held):
     """A project over the budget of held trees lets each tree go once indexed and once
-    checked, and parses it again when an analysis or a rule asks: the findings (their
-    messages and fixes too) are those of a run that keeps every tree."""
+    checked, and parses it again when an analysis or a rule asks (the analyses parse a
+    function's own lines, and let them go between entry points past their budget; 0:
+    at every one): the findings (their messages and fixes too) are those of a run that
+    keeps every tree."""
     import ast
 
     from cslint import engine, project_files
     from cslint.config import Config
+    from cslint.semantic.tensor_values import analysis
+
+    if definitions_held is not None:
+        monkeypatch.setattr(analysis, "DEFINITIONS_HELD_WHILE_WALKING", definitions_held)
 
     config = Config().with_overrides(select=("ALL",))
     paths = [str(fixtures_project / "fixtures")]

@@ -24,7 +24,7 @@ from cslint.project_files import HeldTrees, LoadedFile, ProjectFiles, load_file,
 from cslint.rules import ModuleContext, Rule, select_rules
 from cslint.semantic.analyses import Analyses
 from cslint.semantic.module_index import ModuleIndex, index_data, index_from_data, \
-    module_name_for
+    let_go_of_definitions_parsed_alone, module_name_for
 from cslint.semantic.official import load_official_api
 from cslint.semantic.project import ProjectIndex
 from cslint.source import TOO_DEEP, InputError, SourceFile, internal_error, stat_mode, \
@@ -249,9 +249,7 @@ class _Run:
         # The functions the analyses walked were parsed alone (their files' trees let
         # go): their trees go too, and a rule that needs one parses it again. On torch/
         # they are about 30 MB, which every forked worker would otherwise start with.
-        for module in project.modules:
-            module.forget_definition_parses()
-        give_back_freed_memory()
+        let_go_of_definitions_parsed_alone()
         for loaded in checked:
             result.files_checked += 1
             result.sources[loaded.source.display_path] = loaded.source

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from cslint.discovery import is_package_folder
+from cslint.memory import give_back_freed_memory
 from cslint.semantic.torch_api import CSTORCH_PROGRAM_ROOTS
 from cslint.source import PYTHON_LINE_BREAK, parse_python
 
@@ -314,18 +315,9 @@ class ModuleIndex:
     def tree(self) -> ast.Module:
         tree = self.held_tree
         if tree is None:
-            # A tree is hundreds of thousands of objects without cycles (freed by their
-            # reference counts): the cyclic collector must not scan them again and
-            # again (see `cslint.engine.lint`).
-            collecting = gc.isenabled()
-            gc.disable()
-            try:
-                tree = self.held_tree = parse_python(self.source_text, self.display_path)
-                self.forget_definition_parses()
-            finally:
-                if collecting:
-                    gc.freeze()
-                    gc.enable()
+            tree = self.held_tree = _parse_out_of_collector(self.source_text,
+                                                            self.display_path)
+            self.forget_definition_parses()
             if self.on_parsed_again is not None:
                 self.on_parsed_again(self)
         return tree
@@ -360,6 +352,7 @@ class ModuleIndex:
         opening = text[:len(text) - len(text.lstrip(" \t\f"))]
         if not text.startswith(("@", "def", "async", "class"), len(opening)):
             return None
+        size = len(text)
         # Blank lines keep the line numbers; an `if 1:` line before an indented definition
         # makes a block for it, so its columns stay too.
         if opening:
@@ -369,13 +362,16 @@ class ModuleIndex:
         else:
             text = "\n" * (first - 1) + text
         try:
-            part = parse_python(text, self.display_path)
+            part = _parse_out_of_collector(text, self.display_path)
         except (SyntaxError, ValueError, RecursionError):
             return None
         node = _definitions_in(part).get((entry.lineno, entry.col_offset))
         if node is None:
             return None
+        if not self._parts:
+            _PARSED_ALONE.modules[id(self)] = weakref.ref(self)
         self._parts.append(entry)
+        _PARSED_ALONE.characters += size
         return node
 
     def definition_at(self, lineno: int, col_offset: int) -> ast.AST:
@@ -395,6 +391,7 @@ class ModuleIndex:
             else:
                 entry.definition = None
         self._parts.clear()
+        _PARSED_ALONE.modules.pop(id(self), None)
 
     def release_tree(self) -> None:
         """Let the syntax tree go (its entries find their nodes again in a new parse)."""
@@ -447,6 +444,49 @@ class ModuleIndex:
         else:
             return None
         return f"{base}.{rest}" if rest else base
+
+
+def _parse_out_of_collector(text: str, name: str) -> ast.Module:
+    """`parse_python`, the cyclic collector paused: a tree is many objects without
+    cycles (freed by their reference counts), which it must not scan again and again
+    (it made parsing the analyses' functions 3.5 times slower; see `cslint.engine.lint`);
+    they are moved out of its view once built."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return parse_python(text, name)
+    finally:
+        if collecting:
+            gc.freeze()
+            gc.enable()
+
+
+class _ParsedAlone:
+    """The modules with definitions parsed from their own lines, and how much source
+    those parses read since they last went: the analyses let them go past a budget."""
+
+    def __init__(self) -> None:
+        self.modules: dict[int, weakref.ref[ModuleIndex]] = {}
+        self.characters = 0
+
+
+_PARSED_ALONE = _ParsedAlone()
+
+
+def let_go_of_definitions_parsed_alone(budget: int = 0) -> None:
+    """Once more than `budget` characters of source were parsed definition by definition,
+    every such definition lets its nodes go (asked again, it is parsed again) and the
+    freed memory goes back to the system. Called where nothing walks a definition's
+    nodes: between the analyses' entry points, and after the analyses."""
+    if _PARSED_ALONE.characters <= budget and budget:
+        return
+    for reference in list(_PARSED_ALONE.modules.values()):
+        module = reference()
+        if module is not None:
+            module.forget_definition_parses()
+    _PARSED_ALONE.modules.clear()
+    _PARSED_ALONE.characters = 0
+    give_back_freed_memory()
 
 
 def _resolve_relative(module: str, is_package: bool, level: int, target: str | None) -> str:

@@ -6,7 +6,8 @@ from functools import cached_property
 
 from cslint.source import TOO_DEEP, internal_error
 from cslint.semantic.analysis_error import AnalysisError
-from cslint.semantic.module_index import FunctionInfo, ModuleIndex
+from cslint.semantic.module_index import FunctionInfo, ModuleIndex, \
+    let_go_of_definitions_parsed_alone
 from cslint.semantic.project import ClassRef, ProjectIndex
 from cslint.semantic.tensor_values.class_attributes import ClassAttributes
 from cslint.semantic.tensor_values.entries import EntryPoints, declares_non_tensor
@@ -21,6 +22,10 @@ from cslint.semantic.tensor_values.values import (
 from cslint.semantic.tensor_values.walker import FunctionWalker
 
 MAX_CALL_DEPTH = 24
+# Source characters of definitions parsed alone that may stay parsed while the analysis
+# goes from entry point to entry point (about 60 MB of trees): more parses them again
+# less often.
+DEFINITIONS_HELD_WHILE_WALKING = 2_000_000
 
 
 class _Summary:
@@ -106,6 +111,9 @@ class TensorValueAnalysis:
 
     def run(self) -> None:
         for entry in self.entry_points.find():
+            # Between entry points nothing walks a tree: the definitions parsed alone
+            # may go (transformers' forwards alone are about 800 MB of trees).
+            let_go_of_definitions_parsed_alone(DEFINITIONS_HELD_WHILE_WALKING)
             try:
                 self.summary(entry.function, entry.ref, entry.bindings, entry.closure)
             except RecursionError:
