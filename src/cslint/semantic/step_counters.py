@@ -400,7 +400,10 @@ def counter_decisions(module: ModuleIndex, project: ProjectIndex,
     scopes += [(function, None) for function in module.functions.values()]
     for function, where in scopes:
         if tensor_values.walked(function):
-            enclosing = module.tree if where is None else module.definition_at(*where)
+            # Read only for a candidate counter: most files' trees are not parsed again.
+            def enclosing(where=where) -> ast.AST:
+                return module.tree if where is None else module.definition_at(*where)
+
             for decision in _name_counters(function, enclosing, finder):
                 found.setdefault(id(decision.node), decision)
     return sorted(found.values(), key=lambda d: (d.node.lineno, d.node.col_offset))
@@ -651,10 +654,10 @@ def _restores_state(method_name: str) -> bool:
     return "state_dict" in method_name or "setstate" in method_name
 
 
-def _name_counters(function: FunctionInfo, enclosing: ast.AST,
+def _name_counters(function: FunctionInfo, enclosing: Callable[[], ast.AST],
                    finder: _DecisionFinder) -> Iterator[CounterDecision]:
-    """Counters kept in an enclosing scope: `nonlocal steps; steps += 1`, or
-    `seen.append(batch)` on a list of the enclosing function or of the module."""
+    """Counters kept in an enclosing scope (`enclosing()`): `nonlocal steps; steps += 1`,
+    or `seen.append(batch)` on a list of the enclosing function or of the module."""
     candidates = [(statement, target) for statement, target in finder.candidates_of(function)
                   if isinstance(target, ast.Name)]
     if not candidates:
@@ -682,7 +685,7 @@ def _name_counters(function: FunctionInfo, enclosing: ast.AST,
         if (kind == "number") != (target.id in declared) or (
                 kind == "list" and target.id in local):
             continue
-        if not _name_starts_as(enclosing, function.node, target.id, kind):
+        if not _name_starts_as(enclosing(), function.node, target.id, kind):
             continue
         counter = StepCounter(subject.written, statement, function)
         counting = {id(node) for node, _ in finder.candidates_of(function)
