@@ -133,6 +133,48 @@ def test_with_no_jobs_asked_for_a_small_run_shares_nothing(fixtures_project, mon
     assert [f.sort_key() for f in asked.findings] == [f.sort_key() for f in default.findings]
 
 
+def test_optimizer_state_checked_in_a_process_beside_gives_the_same_output(
+        fixtures_project, monkeypatch):
+    """A project large enough runs the optimizer-state analysis and its rules in a forked
+    process while this one runs the others: the findings, messages, fixes and problems
+    are those of one process; `--jobs 1` and a run over little source fork nothing."""
+    from cslint import engine, parallel
+    from cslint.config import Config
+
+    config = Config().with_overrides(select=("ALL",))
+    paths = [str(fixtures_project / "fixtures")]
+    alone = engine.lint(paths, config, jobs=1)
+    started = []
+    original = parallel.run_beside
+    monkeypatch.setattr(parallel, "run_beside",
+                        lambda work: started.append(1) or original(work))
+    monkeypatch.setattr(engine, "_SOURCE_TO_ANALYSE_BESIDE", 0)
+    assert engine.lint(paths, config, jobs=1).findings == alone.findings and started == []
+    beside = engine.lint(paths, config, jobs=None)
+    assert started == [1]
+    assert beside.findings == alone.findings and beside.errors == alone.errors
+    assert any(f.code.startswith("CS1") for f in beside.findings)
+    monkeypatch.setattr(engine, "_SOURCE_TO_ANALYSE_BESIDE", 10**12)
+    engine.lint(paths, config, jobs=None)
+    assert started == [1]
+
+
+def test_work_that_fails_in_the_process_beside_is_done_here():
+    import os
+
+    from cslint.parallel import run_beside
+
+    here = os.getpid()
+
+    def work():
+        if os.getpid() != here:
+            raise RuntimeError("the child fails")
+        return "done here"
+
+    assert run_beside(work)() == "done here"
+    assert run_beside(lambda: ["sent", 1])() == ["sent", 1]
+
+
 @pytest.mark.parametrize("definitions_held", [None, 0])
 def test_trees_let_go_and_parsed_again_give_the_same_findings(fixtures_project, monkeypatch,
                                                               definitions_held):

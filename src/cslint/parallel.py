@@ -64,3 +64,37 @@ def map_in_workers(work: Callable[[int], Result], count: int, jobs: int,
     finally:
         _work = None
     return results
+
+
+def run_beside(work: Callable[[], Result]) -> Callable[[], Result]:
+    """Start `work()` in a process forked from this one, which goes on meanwhile; the
+    function returned waits for its result. Where processes cannot be forked, or the
+    child fails (raises, is killed), the work runs here when the result is asked for."""
+    if not can_fork():
+        return work
+    context = multiprocessing.get_context("fork")
+    receiving, sending = context.Pipe(duplex=False)
+
+    def child() -> None:
+        try:
+            sending.send((True, work()))
+        except BaseException:  # told as a failure: the work is done again here
+            sending.send((False, None))
+        finally:
+            sending.close()
+
+    process = context.Process(target=child, daemon=True)
+    process.start()
+    sending.close()
+
+    def result() -> Result:
+        try:
+            done, value = receiving.recv()
+        except (EOFError, OSError):  # it died before sending anything
+            done, value = False, None
+        finally:
+            receiving.close()
+            process.join()
+        return value if done else work()
+
+    return result
