@@ -318,6 +318,69 @@ def test_first_values_not_shaped_like_the_parameter_or_read_with_other_state_sta
     assert 'state["norm"] = grad.norm()' in text and 'state["m"].mul_(state["scale"])' in text
 
 
+SHAPES_LEFT_ALONE = '''\
+import torch
+
+
+class ShapeUsedAfter(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if len(state) == 0:
+                    shape = list(p.shape)
+                    if p.dim() >= 2:
+                        shape[-1] = 1
+                    state["scale"] = p.new_zeros(shape)
+                state["scale"].add_(p.grad.square().mean(dim=-1, keepdim=True) if p.dim() >= 2
+                                    else p.grad.square())
+                p.sub_(group["lr"] * p.grad / (state["scale"].sqrt() + 1e-8))
+
+
+class TestOfTheGradient(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                grad = p.grad
+                state = self.state[p]
+                if len(state) == 0:
+                    shape = list(p.shape)
+                    if grad.abs().max() > 1.0:
+                        shape[0] = 1
+                    state["scale"] = p.new_zeros(shape)
+                state["scale"].add_(grad.square().mean())
+                p.sub_(group["lr"] * grad)
+'''
+
+
+def test_shapes_a_check_computes_move_with_it_but_not_when_step_or_values_need_them(
+        tmp_path: Path):
+    """The check's own work on the shapes of its creations (`shape[0] = 1` under `if
+    p.dim() >= 2:`) moves with them (golden `port/shaped_state`); not a name step reads
+    after the check (in another class, `shape` would be read before it is bound), nor a
+    test of the gradient's values, which preinitialize does not have."""
+    path = tmp_path / "shapes.py"
+    path.write_text(SHAPES_LEFT_ALONE.replace(
+        'state["scale"].add_(p.grad.square().mean(dim=-1, keepdim=True) if p.dim() >= 2',
+        'state["scale"].add_(p.grad.square().mean(dim=-1, keepdim=True) if len(shape) >= 2'))
+    ported = port_file(str(path), Config())
+    assert {c.name: "CS101" in c.remaining for c in ported.classes} == \
+        {"ShapeUsedAfter": True, "TestOfTheGradient": True}
+    path.write_text(SHAPES_LEFT_ALONE)
+    ported = port_file(str(path), Config())
+    assert {c.name: "CS101" in c.remaining for c in ported.classes} == \
+        {"ShapeUsedAfter": False, "TestOfTheGradient": True}
+    assert "if grad.abs().max() > 1.0:" in ported.ported.decode()
+
+
 REBOUND_EACH_STEP = '''\
 import torch
 

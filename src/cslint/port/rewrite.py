@@ -1237,7 +1237,8 @@ class _LazyStatePlan:
                     continue
                 elif _only_creates(statement, state_name) \
                         and not _reads_values_of(statement, gradients, param) \
-                        or self._local_to_guard(statement, guard, where, state_name):
+                        or self._local_to_guard(statement, guard, where, state_name,
+                                                gradients, param):
                     moved.append(statement)
                     guarded.setdefault(id(guard), []).append(statement)
                 elif (key := _seeded_key(statement, state_name, gradients, param)) is not None:
@@ -1383,13 +1384,37 @@ class _LazyStatePlan:
 
     @staticmethod
     def _local_to_guard(statement: ast.stmt, guard: ast.If, step: ast.FunctionDef,
-                        state_name: str) -> bool:
-        """`init = group["initial_accumulator_value"]` in the guard, used only there."""
-        if not (isinstance(statement, ast.Assign)
-                and all(isinstance(t, ast.Name) for t in statement.targets)) \
-                or _mentions_grad(statement.value) or _mentions(statement.value, state_name):
+                        state_name: str, gradients: set[str], param: str) -> bool:
+        """Work the guard does for its creations alone, on names used only there:
+        `init = group["initial_accumulator_value"]`, `shape[0] = rank`, and `if p.dim()
+        == 2:` (a test of options or of shapes) over such work and creations; no value
+        of the gradient or of the state is read (what preinitialize cannot have)."""
+        names: set[str] = set()
+
+        def local_work(node: ast.stmt) -> bool:
+            if isinstance(node, ast.Pass):
+                return True
+            if isinstance(node, ast.If):
+                return not _mentions(node.test, state_name) \
+                    and not _reads_values_of(node.test, gradients, param) \
+                    and all(local_work(s) or _only_creates(s, state_name)
+                            and not _reads_values_of(s, gradients, param)
+                            for s in node.body + node.orelse)
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else None
+            if not targets or getattr(node, "value", None) is None:
+                return False
+            for target in targets:
+                root = target.value if isinstance(target, ast.Subscript) else target
+                if not isinstance(root, ast.Name) or (
+                        isinstance(target, ast.Subscript) and _mentions(target, state_name)):
+                    return False
+                names.add(root.id)
+            return not _mentions_grad(node.value) and not _mentions(node.value, state_name) \
+                and not _reads_values_of(node.value, gradients, param)
+
+        if not local_work(statement) or not names:
             return False
-        names = _assigned_names(statement)
         inside = {id(n) for n in ast.walk(guard)}
         return not any(isinstance(n, ast.Name) and n.id in names and id(n) not in inside
                        for n in ast.walk(step))
