@@ -173,6 +173,9 @@ def test_work_that_fails_in_the_process_beside_is_done_here():
 
     assert run_beside(work)() == "done here"
     assert run_beside(lambda: ["sent", 1])() == ["sent", 1]
+    # A result that cannot be sent back (a function does not pickle) is computed here.
+    unsendable = run_beside(lambda: (lambda: None) if os.getpid() != here else "not sent")
+    assert unsendable() == "not sent"
 
 
 @pytest.mark.parametrize("definitions_held", [None, 0])

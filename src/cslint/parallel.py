@@ -77,9 +77,13 @@ def run_beside(work: Callable[[], Result]) -> Callable[[], Result]:
 
     def child() -> None:
         try:
-            sending.send((True, work()))
+            outcome = (True, work())
         except BaseException:  # told as a failure: the work is done again here
-            sending.send((False, None))
+            outcome = (False, None)
+        try:
+            sending.send(outcome)
+        except BaseException:  # not sendable, or the parent stopped: it runs the work
+            pass
         finally:
             sending.close()
 
