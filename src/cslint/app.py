@@ -7,7 +7,7 @@ from stdin, and prints the `RunResult` (its `report` through `cslint.output`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Callable, Sequence
@@ -61,6 +61,10 @@ class RunResult:
     # FixMode.FIX with code read from stdin: the code to print in place of the report
     # (the fixed code; as read when nothing changed; empty when it could not be read).
     stdin_output: bytes | None = None
+    # What the check built (its files, indexes and syntax trees), kept with the result:
+    # freeing it object by object took 43 ms of a 0.65 s run over pytorch-optimizer,
+    # and the command exits without freeing anything (`cslint.cli.entry`).
+    linted: LintResult | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,8 @@ def run(paths: Sequence[str], config: Config, *, stdin: tuple[str, bytes] | None
                   cache=cache if fix_mode is FixMode.CHECK else None, progress=progress,
                   jobs=jobs)
     if fix_mode is FixMode.CHECK:
-        return RunResult(_report(linted, detail, baseline=baseline), tuple(linted.notices))
+        return RunResult(_report(linted, detail, baseline=baseline), tuple(linted.notices),
+                         linted=linted)
 
     fixed = _fix_until_settled(paths, config, stdin, linted, unsafe_fixes, fingerprints)
     if fix_mode is FixMode.DIFF:

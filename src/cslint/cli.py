@@ -99,9 +99,15 @@ def entry() -> None:
     (its syntax trees); the operating system takes the memory back at once."""
     try:
         main()
-        code = EXIT_CLEAN
     except SystemExit as exiting:
-        code = exiting.code
+        # Ended inside the handler: the exception's traceback holds the command's frames,
+        # and they the run's result, so nothing of it is freed before the exit (freeing
+        # it took 40 ms of a 0.65 s run over pytorch-optimizer).
+        _exit_now(exiting.code)
+    _exit_now(EXIT_CLEAN)
+
+
+def _exit_now(code: object) -> None:
     if code is None:
         code = EXIT_CLEAN
     elif not isinstance(code, int):
