@@ -370,7 +370,7 @@ class ModuleIndex:
             return None
         if not self._parts:
             _PARSED_ALONE.modules[id(self)] = weakref.ref(self)
-        self._parts.append(entry)
+        self._parts.append((entry, _PARSED_ALONE.generation))
         _PARSED_ALONE.characters += size
         return node
 
@@ -381,17 +381,21 @@ class ModuleIndex:
             definitions = self._definitions = _definitions_in(self.tree)
         return definitions[(lineno, col_offset)]
 
-    def forget_definition_parses(self) -> None:
-        """Entries whose nodes come from a parse of their own lines let them go, and find
-        them again when asked: in the whole tree once it is parsed, so that a rule
-        walking it meets the same nodes."""
-        for entry in self._parts:
-            if isinstance(entry, FunctionInfo):
+    def forget_definition_parses(self, before: int | None = None) -> None:
+        """Entries whose nodes come from a parse of their own lines (those parsed before
+        generation `before`, or all) let them go, and find them again when asked: in the
+        whole tree once it is parsed, so that a rule walking it meets the same nodes."""
+        kept = []
+        for entry, generation in self._parts:
+            if before is not None and generation >= before:
+                kept.append((entry, generation))
+            elif isinstance(entry, FunctionInfo):
                 entry.forget_nodes()
             else:
                 entry.definition = None
-        self._parts.clear()
-        _PARSED_ALONE.modules.pop(id(self), None)
+        self._parts = kept
+        if not kept:
+            _PARSED_ALONE.modules.pop(id(self), None)
 
     def release_tree(self) -> None:
         """Let the syntax tree go (its entries find their nodes again in a new parse)."""
@@ -462,30 +466,34 @@ def _parse_out_of_collector(text: str, name: str) -> ast.Module:
 
 
 class _ParsedAlone:
-    """The modules with definitions parsed from their own lines, and how much source
-    those parses read since they last went: the analyses let them go past a budget."""
+    """The modules with definitions parsed from their own lines, how much source those
+    parses read since the last let-go, and its generation (the let-gos so far)."""
 
     def __init__(self) -> None:
         self.modules: dict[int, weakref.ref[ModuleIndex]] = {}
         self.characters = 0
+        self.generation = 0
 
 
 _PARSED_ALONE = _ParsedAlone()
 
 
-def let_go_of_definitions_parsed_alone(budget: int = 0) -> None:
-    """Once more than `budget` characters of source were parsed definition by definition,
-    every such definition lets its nodes go (asked again, it is parsed again) and the
-    freed memory goes back to the system. Called where nothing walks a definition's
-    nodes: between the analyses' entry points, and after the analyses."""
-    if _PARSED_ALONE.characters <= budget and budget:
+def let_go_of_definitions_parsed_alone(budget: int | None = None) -> None:
+    """Definitions parsed alone let their nodes go (asked again, they are parsed again),
+    and the freed memory goes back to the system: with a `budget`, once more than that
+    many characters were parsed so since the last let-go, those parsed before it (what
+    the latest entry points walk stays: the code near them and the helpers they share);
+    without one, every one. Called where nothing walks a definition's nodes: between the
+    analyses' entry points, and after the analyses."""
+    if budget is not None and _PARSED_ALONE.characters <= budget:
         return
+    before = None if budget is None else _PARSED_ALONE.generation
     for reference in list(_PARSED_ALONE.modules.values()):
         module = reference()
         if module is not None:
-            module.forget_definition_parses()
-    _PARSED_ALONE.modules.clear()
+            module.forget_definition_parses(before)
     _PARSED_ALONE.characters = 0
+    _PARSED_ALONE.generation += 1
     give_back_freed_memory()
 
 

@@ -22,11 +22,12 @@ from cslint.semantic.tensor_values.values import (
 from cslint.semantic.tensor_values.walker import FunctionWalker
 
 MAX_CALL_DEPTH = 24
-# Source characters of definitions parsed alone that may stay parsed while the analysis
-# goes from entry point to entry point (about 240 MB of trees). Measured on transformers
-# (20 MB of them): 2 MB and 8 MB both keep its run at 0.89 GB against 1.22 GB with no
-# bound, 8 MB costs 2.3 s (15%) in parsing again and freeing, 2 MB 3.1 s.
-DEFINITIONS_HELD_WHILE_WALKING = 8_000_000
+# Source characters of definitions parsed alone after which, between two entry points,
+# those parsed before the previous let-go go (so at most about twice this stays parsed:
+# 240 MB of trees). Measured on transformers (20 MB of them; 14.9 s and 1.64 GB before
+# the analyses parsed definitions alone): 2 MB 15.6 s / 0.98 GB, 4 MB 14.7 s / 1.07 GB,
+# 8 MB 13.6 s / 1.23 GB; letting every one go at 8 MB was 15.9 s / 0.89 GB.
+DEFINITIONS_HELD_WHILE_WALKING = 4_000_000
 
 
 class _Summary:
