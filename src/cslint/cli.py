@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -107,7 +108,7 @@ def entry() -> None:
     _exit_now(EXIT_CLEAN)
 
 
-def _exit_now(code: object) -> None:
+def _exit_now(code: object) -> NoReturn:
     if code is None:
         code = EXIT_CLEAN
     elif not isinstance(code, int):

@@ -259,7 +259,7 @@ class _Run:
             from cslint.parallel import run_beside
 
             beside = run_beside(lambda: self._check_with(aside, checked, project, files))
-        analyses = Analyses(project, {analysis for rule in rules for analysis in rule.uses})
+        analyses = _analyses_for(project, rules)
         # The functions the analyses walked were parsed alone (their files' trees let
         # go): their trees go too, and a rule that needs one parses it again. On torch/
         # they are about 30 MB, which every forked worker would otherwise start with.
@@ -301,7 +301,7 @@ class _Run:
                     files: ProjectFiles) -> tuple[list, list[tuple[str, str]]]:
         """Each file's findings of `rules` (or the problem that stopped its check), and the
         problems of their analyses (display path, problem), checked here."""
-        analyses = Analyses(project, {analysis for rule in rules for analysis in rule.uses})
+        analyses = _analyses_for(project, rules)
         results = [self._check_one(loaded, project, analyses, files, rules)
                    for loaded in checked]
         return results, _problems_of(analyses, checked)
@@ -431,6 +431,11 @@ def _check_module(loaded: LoadedFile, project: ProjectIndex, config: Config, rul
                                                              finding.code):
                 findings.append(finding)
     return findings
+
+
+def _analyses_for(project: ProjectIndex, rules: list[Rule]) -> Analyses:
+    """The analyses `rules` read, run over the project."""
+    return Analyses(project, {analysis for rule in rules for analysis in rule.uses})
 
 
 def _problems_of(analyses: Analyses, checked: list[LoadedFile]) -> list[tuple[str, str]]:

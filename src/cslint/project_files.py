@@ -92,15 +92,16 @@ def load_file(path: Path, shown: str, max_size: int, raw: bytes | None = None,
     """Read (unless given its bytes), parse and index one file (InputError when it cannot
     be). Only a regular file of at most `max_size` bytes is read. `held` decides whether
     its tree stays in memory (default: it does)."""
-    source = SourceFile.from_bytes(path, shown, raw) if raw is not None \
-        else SourceFile.read(path, shown, max_size)
+    if raw is None:
+        raw = read_regular_file(path, shown, max_size)
+    source = SourceFile.from_bytes(path, shown, raw)
     tree = source.parse()
     try:
         module = build_module_index(tree, path, shown, source_text=source.text)
     except RecursionError:
         raise InputError(shown, TOO_DEEP) from None
     if held is not None:
-        held.indexed(module, len(source.raw))
+        held.indexed(module, len(raw))  # (a UTF-8 source's `raw` is encoded again)
     return LoadedFile(source, module)
 
 
