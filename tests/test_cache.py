@@ -115,6 +115,35 @@ def test_a_warm_run_gives_what_a_cold_run_gives_and_parses_nothing(package, monk
     assert parsed == []
 
 
+def test_a_warm_run_loads_no_analysis_and_no_rule(package):
+    """A run whose every file the cache holds has nothing to analyse: it chooses its
+    codes from `cslint.codes` and imports no analysis, no rule family (a quarter of a
+    warm run's time went into those imports)."""
+    probe = (
+        "import sys\n"
+        "from cslint.cli import main\n"  # (`python -m cslint` ends with os._exit)
+        "sys.argv = ['cslint', 'check', '--no-config', '--select', 'ALL', '.']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit:\n"
+        "    code = exit.code\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('cslint.semantic.',\n"
+        "                'cslint.rules.')) and m not in ('cslint.semantic.module_index',\n"
+        "                                                'cslint.semantic.torch_api'))\n"
+        "print('EXIT', code, 'LOADED', loaded)\n"
+    )
+
+    def run() -> str:
+        return subprocess.run([sys.executable, "-c", probe], cwd=package, capture_output=True,
+                              text=True, check=True).stdout
+
+    cold = run()
+    assert "EXIT 1 LOADED ['cslint.rules.optimizer_state'" in cold, cold
+    assert "EXIT 1 LOADED []" in run()
+    (package / "pkg" / "other.py").write_text("def unrelated(x):\n    return x + 2\n")
+    assert "cslint.semantic.tensor_values" in run()
+
+
 @pytest.mark.parametrize("edit", [
     # The base class: the subclass's file must be checked again.
     ("pkg/base.py", "class Base(cstorch.optim.Optimizer):", "class Base(torch.nn.Module):"),

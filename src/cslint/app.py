@@ -21,6 +21,7 @@ from cslint.deep_stack import with_deep_stack
 from cslint.discovery import printable, project_path
 from cslint.engine import STDIN, CacheOptions, LintResult, lint
 from cslint.rule_pages import read_page
+from cslint.rules import rules_for
 
 __all__ = ["STDIN", "FixDiff", "FixMode", "ReportDetail", "RunResult", "run"]
 
@@ -71,7 +72,9 @@ class RunResult:
 class ReportDetail:
     """What the report carries beyond the findings, for the formats that use it."""
 
-    rule_pages: bool = False  # each rule's page (SARIF's rule help)
+    # Each rule that ran, described with its page (SARIF's rules and their help; imports
+    # every rule).
+    rules: bool = False
     fix_edits: bool = False  # each fix as text replacements (SARIF's fixes; loads libcst)
     fingerprints: bool = False  # each finding's fingerprint (SARIF, GitLab)
 
@@ -194,9 +197,8 @@ def _report(linted: LintResult, detail: ReportDetail, fixed: int = 0,
             ) -> Report:
     rules = tuple(
         RuleDescription(rule.code, rule.name, rule.family, rule.severity,
-                        CODES[rule.code].summary, rule.fixable,
-                        read_page(rule.code) if detail.rule_pages else None)
-        for rule in linted.rules)
+                        CODES[rule.code].summary, rule.fixable, read_page(rule.code))
+        for rule in (rules_for(linted.codes) if detail.rules else ()))
     errors = tuple(error.as_problem() for error in linted.errors) + tuple(problems)
     root = linted.project_root
     paths = {}

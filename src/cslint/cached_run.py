@@ -45,7 +45,7 @@ def check_with_cache(run: _Run, result: LintResult, targets: list[Target],
                      files: ProjectFiles, options: CacheOptions) -> None:
     assert files.root is not None
     directory = options.directory or files.root / DEFAULT_DIRECTORY
-    cache = FindingsCache(directory, run_key(run.config, [rule.code for rule in run.rules],
+    cache = FindingsCache(directory, run_key(run.config, run.codes,
                                              run.apply_noqa, run.fingerprints,
                                              str(files.root)))
     try:

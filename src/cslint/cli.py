@@ -219,11 +219,11 @@ def check(paths, select, ignore, extend_select, output_format, output_file, show
     if STDIN in paths:
         stdin = (stdin_filename or "<stdin>", sys.stdin.buffer.read())
     fix_mode = FixMode.DIFF if diff else FixMode.FIX if fix else FixMode.CHECK
-    sarif = output_format == "sarif"  # the rule pages and the fixes as edits are SARIF's
+    sarif = output_format == "sarif"  # the rules and the fixes as edits are SARIF's
     progress = terminal_progress(quiet)
     try:
         result = run(paths, config, stdin=stdin, fix_mode=fix_mode, unsafe_fixes=unsafe_fixes,
-                     detail=ReportDetail(rule_pages=sarif, fix_edits=sarif,
+                     detail=ReportDetail(rules=sarif, fix_edits=sarif,
                                          fingerprints=output_format in ("sarif", "gitlab")),
                      baseline=baseline,
                      cache=None if no_cache else CacheOptions(

@@ -21,6 +21,12 @@ class Code(NamedTuple):
     runtime_only: bool = False
     # What the runtime sees, for the rule page's header.
     runtime_detail: str = ""
+    # Reported when no selector names it (`select` not given), as ruff's default rules.
+    default_on: bool = True
+    # A release-specific rule: on by default only for a `cstorch-version` below this
+    # release ("": every release). Here rather than on the rule, so a run chooses its
+    # codes (and finds them all in its cache) without importing any rule.
+    before_release: str = ""
 
 
 CODES: dict[str, Code] = {
@@ -38,7 +44,8 @@ CODES: dict[str, Code] = {
         Code("CS105", "torch-optimizer-base",
              "optimizer derives from torch.optim.Optimizer instead of cstorch.optim.Optimizer"),
         Code("CS106", "missing-state-names-to-sparsify",
-             "concrete cstorch optimizer without state_names_to_sparsify()"),
+             "concrete cstorch optimizer without state_names_to_sparsify()",
+             before_release="2.5"),
         Code("CS107", "lost-state-update",
              "state tensor rebound to a new value that is never stored back"),
         Code("CS201", "tensor-dependent-if",
@@ -84,7 +91,8 @@ CODES: dict[str, Code] = {
              "float64 used; only mixed precision is supported", runtime=True,
              runtime_detail="a float64 tensor made inside a traced step"),
         Code("CS404", "train-and-eval-mode",
-             'mode="train_and_eval" is not supported by this release'),
+             'mode="train_and_eval" is not supported by this release',
+             before_release="2.0"),
         Code("CS501", "graph-changed",
              "the traced graph changed between steps", runtime=True,
              runtime_detail=("the graph check of a `@cstorch.trace` step's first calls, and "

@@ -8,8 +8,9 @@ from __future__ import annotations
 import gc
 import stat
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from cslint.codes import selected_by_any
 from cslint.config import Config
@@ -21,16 +22,18 @@ from cslint.fingerprints import with_fingerprints
 from cslint.memory import give_back_freed_memory
 from cslint.project_files import HeldTrees, LoadedFile, ProjectFiles, load_file, \
     project_files_for
-from cslint.rules import ModuleContext, Rule, select_rules
-from cslint.semantic.analyses import Analyses
+from cslint.rules import ModuleContext, Rule, rules_for, select_codes
 from cslint.semantic.module_index import ModuleIndex, index_data, index_from_data, \
     let_go_of_definitions_parsed_alone, module_name_for
-from cslint.semantic.official import load_official_api
-from cslint.semantic.optimizer_state import OptimizerStateAnalysis
-from cslint.semantic.project import ProjectIndex
 from cslint.source import TOO_DEEP, InputError, SourceFile, internal_error, stat_mode, \
     too_big
 from cslint.suppressions import per_file_ignored_codes, scan_suppressions
+
+if TYPE_CHECKING:
+    # Imported where a batch is checked: a run whose every file the cache holds (and
+    # the rules, `_Run.rules`) never loads the analyses.
+    from cslint.semantic.analyses import Analyses
+    from cslint.semantic.project import ProjectIndex
 
 STDIN = "-"
 # Fewer files a worker than this, and forking costs more than it saves.
@@ -74,8 +77,8 @@ class LintResult:
     # Every input's path, by display path: those not read too (a display path escapes
     # what a name cannot show, so it does not lead back to the file).
     input_paths: dict[str, Path] = field(default_factory=dict)
-    # The rules that ran.
-    rules: list[Rule] = field(default_factory=list)
+    # The codes of the rules that ran (`cslint.rules.rules_for` gives the rules).
+    codes: list[str] = field(default_factory=list)
     # The project's folder, resolved (None without inputs): paths in the project are
     # relative to it (`cslint.discovery.project_path`).
     project_root: Path | None = None
@@ -177,10 +180,10 @@ def _lint(paths: list[str], config: Config, stdin: tuple[str, bytes] | None,
     targets = collect_targets(paths, exclude, result, config.force_exclude)
     files = project_files_for(targets, stdin, exclude, project_root, config.max_file_size,
                               unsaved)
-    rules = select_rules(config)
-    result.rules = rules
+    codes = select_codes(config)
+    result.codes = codes
     result.project_root = files.root
-    run = _Run(config, rules, apply_noqa, fingerprints, collecting, progress=progress,
+    run = _Run(config, codes, apply_noqa, fingerprints, collecting, progress=progress,
                jobs=jobs, replaced=replaced)
     if cache is None or stdin is not None or files.root is None or replaced or unsaved:
         run.check(result, targets, stdin, files)
@@ -199,7 +202,7 @@ class _Run:
     """How the files of one run are checked: the settings every batch shares."""
 
     config: Config
-    rules: list[Rule]
+    codes: list[str]
     apply_noqa: bool
     fingerprints: bool
     collecting: bool
@@ -211,6 +214,10 @@ class _Run:
     jobs: int | None = 1
     # The content of checked files (by display path) in place of what is on disk.
     replaced: dict[str, bytes] = field(default_factory=dict)
+
+    @cached_property
+    def rules(self) -> list[Rule]:
+        return rules_for(self.codes)
 
     def check(self, result: LintResult, targets: list[Target],
               stdin: tuple[str, bytes] | None, files: ProjectFiles,
@@ -242,6 +249,9 @@ class _Run:
         # The analyses find facts in the order they meet the files: one canonical order
         # makes the output the same for any order of the same paths.
         checked.sort(key=lambda loaded: str(loaded.source.path.absolute()))
+        from cslint.semantic.official import load_official_api
+        from cslint.semantic.project import ProjectIndex
+
         checked_modules = [c.module for c in checked]
         reaching = (context or files.dependents)(checked_modules)
         project = ProjectIndex(checked_modules + reaching,
@@ -290,6 +300,8 @@ class _Run:
         file is not)."""
         if self.jobs == 1 or sum(len(m.source_text) for m in modules) < _SOURCE_TO_ANALYSE_BESIDE:
             return []
+        from cslint.semantic.optimizer_state import OptimizerStateAnalysis
+
         aside = [rule for rule in self.rules if rule.uses == (OptimizerStateAnalysis,)]
         if not aside or not any(rule.uses for rule in self.rules if rule not in aside):
             return []
@@ -435,6 +447,8 @@ def _check_module(loaded: LoadedFile, project: ProjectIndex, config: Config, rul
 
 def _analyses_for(project: ProjectIndex, rules: list[Rule]) -> Analyses:
     """The analyses `rules` read, run over the project."""
+    from cslint.semantic.analyses import Analyses
+
     return Analyses(project, {analysis for rule in rules for analysis in rule.uses})
 
 

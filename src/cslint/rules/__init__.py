@@ -38,13 +38,15 @@ class VersionGate:
         return f"on for cstorch-version < {format_version(self.below)}"
 
 
-# The releases where what the rules check changed (each class's own API differences
-# between releases are data in the official table).
-# Before 2.5: a scheduler's closed form is `_get_closed_form_lr()`, and optimizers must
-# define `state_names_to_sparsify()`.
+# Before 2.5 a scheduler's closed form is `_get_closed_form_lr()` (the release-specific
+# rules themselves say their release in `cslint.codes`).
 RELEASES_BEFORE_2_5 = VersionGate(parse_version("2.5"))
-# Before 2.0: a run is train or eval, never mode="train_and_eval".
-RELEASES_BEFORE_2_0 = VersionGate(parse_version("2.0"))
+
+
+def release_gate(code: str) -> VersionGate | None:
+    """The releases the rule of `code` is on for by default; None: every release."""
+    before = CODES[code].before_release
+    return VersionGate(parse_version(before)) if before else None
 
 
 class FixSafety(Enum):
@@ -59,8 +61,6 @@ class Rule:
     code: ClassVar[str]
     family: ClassVar[str]
     severity: ClassVar[Severity]
-    default_on: ClassVar[bool] = True
-    gate: ClassVar[VersionGate | None] = None
     fix_safety: ClassVar[FixSafety | None] = None  # None: not fixable
     fix_example: ClassVar[str] = ""  # what the fix does, for the page header
     release_note: ClassVar[str] = ""  # how the rule follows `cstorch-version`, if it does
@@ -70,6 +70,14 @@ class Rule:
     @property
     def name(self) -> str:
         return CODES[self.code].name
+
+    @property
+    def default_on(self) -> bool:
+        return CODES[self.code].default_on
+
+    @property
+    def gate(self) -> VersionGate | None:
+        return release_gate(self.code)
 
     @property
     def fixable(self) -> bool:
@@ -127,25 +135,34 @@ def all_rules() -> tuple[Rule, ...]:
     return tuple(_REGISTRY[code]() for code in sorted(_REGISTRY))
 
 
-def select_rules(config: "Config") -> list[Rule]:
-    """ruff's model: (select or the defaults) + extend-select - ignore, the most
-    specific selector winning; release-gated rules need their release or their full code."""
+def select_codes(config: "Config") -> list[str]:
+    """The codes a run checks, in code order; ruff's model: (select or the defaults) +
+    extend-select - ignore, the most specific selector winning; release-gated rules need
+    their release or their full code. Reads `cslint.codes` alone: no rule is imported."""
     chosen = []
-    for rule in all_rules():
-        code = rule.code
-        selectors = list(config.select) if config.select is not None else []
-        selectors += config.extend_select
+    selectors = list(config.select) if config.select is not None else []
+    selectors += config.extend_select
+    for code, entry in sorted(CODES.items()):
+        if entry.runtime_only:
+            continue
         selected = max((selector_specificity(s, code) for s in selectors), default=0)
-        if config.select is None and rule.default_on:
+        if config.select is None and entry.default_on:
             selected = max(selected, 1)
         ignored = max((selector_specificity(s, code) for s in config.ignore), default=0)
         if not selected or ignored >= selected:
             continue
-        if rule.gate is not None and not rule.gate.admits(config.cstorch_version):
-            if code not in selectors:
-                continue
-        chosen.append(rule)
+        gate = release_gate(code)
+        if gate is not None and not gate.admits(config.cstorch_version) \
+                and code not in selectors:
+            continue
+        chosen.append(code)
     return chosen
+
+
+def rules_for(codes: Iterable[str]) -> list[Rule]:
+    """The rules of `codes` (importing every rule module), in code order."""
+    wanted = set(codes)
+    return [rule for rule in all_rules() if rule.code in wanted]
 
 
 class ModuleContext:

@@ -8,7 +8,7 @@ from cslint import advice
 from cslint.diagnostics import Finding, Severity
 from cslint.fixes import cstorch_creation_fix
 from cslint.rules import (
-    RELEASES_BEFORE_2_5, FactRule, FixSafety, ModuleContext, Rule, one_per_position, register,
+    FactRule, FixSafety, ModuleContext, Rule, one_per_position, register,
 )
 from cslint.semantic.official import TORCH_OPTIMIZER
 from cslint.semantic.module_index import source_snippet
@@ -129,7 +129,6 @@ class MissingStateNamesToSparsify(Rule):
     code = "CS106"
     family = FAMILY
     severity = Severity.WARNING
-    gate = RELEASES_BEFORE_2_5
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         # Selected by its code without a release: judge by the releases that need it.

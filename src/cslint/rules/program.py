@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from cslint.diagnostics import Finding, Severity
 from cslint.fixes import replace_call_fix
-from cslint.rules import RELEASES_BEFORE_2_0, FixSafety, ModuleContext, Rule, register
+from cslint.rules import FixSafety, ModuleContext, Rule, register
 from cslint.semantic.precision import Float64Name, Reach, float64_uses
 from cslint.semantic.program import (
     torch_equivalents, torch_optimizer_calls, torch_scheduler_calls, train_and_eval_requests,
@@ -234,7 +234,6 @@ class TrainAndEvalMode(Rule):
     code = "CS404"
     family = FAMILY
     severity = Severity.ERROR
-    gate = RELEASES_BEFORE_2_0
 
     MESSAGE = ('mode="train_and_eval" is not supported by cstorch releases before 2.0: the '
                "fabric cannot be reprogrammed for eval after being programmed for train in "
