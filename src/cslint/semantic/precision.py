@@ -95,6 +95,16 @@ def _uses(module: ModuleIndex, text: str) -> Iterator[tuple[ast.expr, str | None
         local for local, target in module.imports.items() if target in FLOAT64_NAMES)])
     checked: set[int] = set()  # dtype names compared or tabulated, not used
     for node, parent in walk_lines(module.tree, lines):
+        if isinstance(node, ast.Call):
+            # Two dtypes or more handed to a call together are the dtypes it accepts
+            # (`can_use_foreach(group, dtypes=(torch.float32, torch.float64))`): no tensor
+            # takes a collection of dtypes, where a pair unpacked into names may be two
+            # dtypes used (`compute, store = torch.float64, torch.float32`).
+            for argument in (*node.args, *(keyword.value for keyword in node.keywords)):
+                if isinstance(argument, (ast.List, ast.Tuple, ast.Set)):
+                    dtypes = [e for e in argument.elts if _is_dtype(module, e)]
+                    if len(dtypes) >= 2:
+                        checked.update(id(e) for e in dtypes)
         if isinstance(node, (ast.Dict, ast.List, ast.Tuple, ast.Set)):
             elements = [*node.keys, *node.values] if isinstance(node, ast.Dict) \
                 else node.elts
