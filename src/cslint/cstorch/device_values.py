@@ -75,8 +75,13 @@ def mark_optimizer_values(optimizer: torch.optim.Optimizer, scheduled_keys=("lr"
                 mark(value, scheduled_origin(key) if key in scheduled_keys
                      else group_tensor_origin(key))
     origins: dict = {}
-    for entries in optimizer.state.values():
-        if isinstance(entries, dict):
+    for owner, entries in optimizer.state.items():
+        if isinstance(entries, torch.Tensor):
+            # State of the whole optimizer under a key of its own (`self.state["k"]`).
+            ref = registered(id(entries))
+            if (ref is None or ref() is not entries) and isinstance(owner, str):
+                mark(entries, state_origin(owner))
+        elif isinstance(entries, dict):
             for key, value in entries.items():
                 if isinstance(value, torch.Tensor):
                     ref = registered(id(value))

@@ -281,7 +281,8 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
         if found is None or found.abstract:
             stateless.append(info.node)
     steps = (lambda: rewriter.import_edits(bool(torch_classes)), rewriter.base_edits,
-             rewriter.lazy_state_edits, lambda: rewriter.stateless_edits(stateless),
+             rewriter.shared_state_edits, rewriter.lazy_state_edits,
+             lambda: rewriter.stateless_edits(stateless),
              rewriter.group_counter_edits, rewriter.group_accumulator_edits,
              rewriter.rebound_state_edits,
              rewriter.expression_edits,
@@ -441,6 +442,64 @@ class _Rewriter:
             if plan.build():
                 edits.extend(plan.edits)
         return edits
+
+    def shared_state_edits(self) -> list[Edit]:
+        """`if "k" not in self.state: self.state["k"] = torch.tensor([0])` in a method of
+        the class: state of the optimizer as a whole, under a key of its own. The
+        creations move to preinitialize() as they are (made always, once), the check goes.
+        Only where they read nothing but the module's names: preinitialize() runs inside
+        the base class's `__init__`, before the class's own attributes are set."""
+        guards: dict[int, tuple[ast.ClassDef, ast.If]] = {}
+        for finding in self.coded("CS101"):
+            for node in self.statements_at(finding)[:1]:
+                key = _shared_state_key(node)
+                if key is None:
+                    continue
+                owner = next((a for a in self.ancestors(node) if isinstance(a, ast.ClassDef)),
+                             None)
+                guard = next((a for a in self.ancestors(node) if isinstance(a, ast.If)
+                              and _tests_shared_key_absent(a.test, key)), None)
+                if owner is not None and guard is not None:
+                    guards.setdefault(id(guard), (owner, guard))
+        module_names = _module_names(self.tree) | _BUILTINS
+        for owner, guard in guards.values():
+            methods = _methods(owner)
+            where = self._function_of(guard)
+            if methods.get(getattr(where, "name", None)) is not where \
+                    or "step" not in methods or guard.orelse:
+                continue
+            if not all(_shared_state_key(statement) is not None
+                       and _loaded_names(statement.value) <= module_names
+                       for statement in guard.body):
+                continue
+            return self._moved_to_preinitialize(owner, guard.body) + [self._removal_of(guard)]
+        return []
+
+    def _moved_to_preinitialize(self, owner: ast.ClassDef, statements: list[ast.stmt]
+                                ) -> list[Edit]:
+        """`statements` (of a method of `owner`) at the end of its preinitialize(), made
+        before step() when it has none."""
+        methods = _methods(owner)
+        step, existing = methods["step"], methods.get("preinitialize")
+        newline = _newline(self.text)
+        indent = self.indent_of(step)
+        unit = _unit_indent(self.text, step, indent)
+        lines = [f"{indent}def preinitialize(self):"] if existing is None else []
+        for statement in statements:
+            lines.extend(_reindented(self, statement, indent + unit))
+        placeholder = _placeholder_body(existing)
+        if existing is None:
+            at = self.line_start(_first_line(step))
+            return [Edit(at, at, newline.join(lines) + newline + newline)]
+        if placeholder is not None:
+            return [Edit(self.line_start(placeholder.lineno),
+                         self.line_start(placeholder.end_lineno + 1),
+                         newline.join(lines) + newline)]
+        at = self.line_start(existing.end_lineno + 1)
+        return [Edit(at, at, newline.join(lines) + newline)]
+
+    def _removal_of(self, statement: ast.stmt) -> Edit:
+        return _removal(self, statement)
 
     def stateless_edits(self, classes: list[ast.ClassDef]) -> list[Edit]:
         """An empty preinitialize() before step() of each class that creates no state
@@ -1895,6 +1954,40 @@ def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
                  any(_asks_for_none(node, key) for node in ast.walk(owner))}
     return {nodes[key]: (starts[key], statements) for key, statements in updates.items()
             if key not in rejected}
+
+
+def _shared_state_key(statement: ast.stmt) -> str | None:
+    """"k" of `self.state["k"] = ...`: state under a key of its own, not a parameter's."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+        return None
+    target = statement.targets[0]
+    if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) \
+            and isinstance(target.slice.value, str) and _is_self_state(target.value):
+        return target.slice.value
+    return None
+
+
+def _is_self_state(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "state" \
+        and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def _tests_shared_key_absent(test: ast.expr, key: str) -> bool:
+    """`key not in self.state` (`.keys()` too), `self.state.get(key) is None`."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if isinstance(op, ast.NotIn) and isinstance(left, ast.Constant) and left.value == key:
+        if isinstance(right, ast.Call) and isinstance(right.func, ast.Attribute) \
+                and right.func.attr == "keys" and not right.args:
+            right = right.func.value
+        return _is_self_state(right)
+    if isinstance(op, ast.Is) and _is_none(right) and isinstance(left, ast.Call) \
+            and isinstance(left.func, ast.Attribute) and left.func.attr == "get" \
+            and _is_self_state(left.func.value) and len(left.args) == 1 \
+            and isinstance(left.args[0], ast.Constant) and left.args[0].value == key:
+        return True
+    return False
 
 
 def _is_none(node: ast.expr) -> bool:

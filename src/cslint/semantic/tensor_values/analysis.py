@@ -62,6 +62,7 @@ class TensorValueAnalysis:
         self.forward_of = self.class_attributes.forward_of
         self.python_state_keys = self.class_attributes.python_state_keys
         self.group_tensor_keys = self.class_attributes.group_tensor_keys
+        self.shared_state_keys = self.class_attributes.shared_state_keys
         self._summaries: dict[tuple, _Summary] = {}
         self._class_dependent: dict[tuple, bool] = {}
         self._class_free_summaries: dict[tuple, _Summary] = {}
@@ -232,6 +233,11 @@ class TensorValueAnalysis:
     def group_keys_anywhere(self) -> frozenset[str]:
         """Param-group keys any optimizer class of the project makes tensors under."""
         return self.class_attributes.group_keys_anywhere
+
+    @cached_property
+    def shared_keys_anywhere(self) -> frozenset[str]:
+        """Keys any optimizer class of the project makes a shared state tensor under."""
+        return self.class_attributes.shared_keys_anywhere
 
     @cached_property
     def python_keys_anywhere(self) -> frozenset[str]:

@@ -26,8 +26,9 @@ class ClassAttributes:
         self._own: dict[int, tuple[dict[str, Value], frozenset[str]]] = {}
         self._along_mro: dict[int, tuple[dict[str, Value], frozenset[str]]] = {}
         self._python_keys_cache: dict[int, frozenset[str]] = {}
-        self._group_keys_cache: dict[int, frozenset[str]] = {}
-        self._group_keys_along_mro: dict[int, frozenset[str]] = {}
+        # (param-group keys, shared state keys) made tensors where optimizers are set up.
+        self._setup_keys_cache: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
+        self._setup_keys_along_mro: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         self._forwards: dict[int, FunctionInfo | bool] = {}
 
     def _of_class(self, info: ClassInfo, owner: ClassRef
@@ -131,31 +132,53 @@ class ClassAttributes:
     def group_tensor_keys(self, ref: ClassRef | None) -> frozenset[str]:
         """Param-group keys `ref` (or a class of its MRO) makes tensors under where the
         optimizer is set up (`group["step"] = cstorch.zeros(())` in `preinitialize`)."""
+        return self._setup_keys(ref)[0]
+
+    def shared_state_keys(self, ref: ClassRef | None) -> frozenset[str]:
+        """Keys of its own `ref` (or a class of its MRO) makes a state tensor under where
+        the optimizer is set up (`self.state["k"] = cstorch.zeros(1)` in `preinitialize`:
+        state of the whole optimizer, not of a parameter)."""
+        return self._setup_keys(ref)[1]
+
+    def _setup_keys(self, ref: ClassRef | None) -> tuple[frozenset[str], frozenset[str]]:
         if ref is None:
-            return frozenset()
-        cached = self._group_keys_along_mro.get(id(ref))
+            return frozenset(), frozenset()
+        cached = self._setup_keys_along_mro.get(id(ref))
         if cached is None:
-            keys: set[str] = set()
+            group: set[str] = set()
+            shared: set[str] = set()
             for entry in self.project.mro(ref):
                 if entry.info is not None:
-                    keys |= self._group_keys_of_class(entry.info)
-            cached = self._group_keys_along_mro[id(ref)] = frozenset(keys)
+                    own = self._setup_keys_of_class(entry.info)
+                    group |= own[0]
+                    shared |= own[1]
+            cached = self._setup_keys_along_mro[id(ref)] = (frozenset(group), frozenset(shared))
         return cached
 
     @cached_property
     def group_keys_anywhere(self) -> frozenset[str]:
         """Param-group keys any optimizer class of the project makes tensors under."""
-        return self._in_any_optimizer(self._group_keys_of_class)
+        return self._in_any_optimizer(lambda info: self._setup_keys_of_class(info)[0])
 
-    def _group_keys_of_class(self, info: ClassInfo) -> frozenset[str]:
-        cached = self._group_keys_cache.get(id(info))
+    @cached_property
+    def shared_keys_anywhere(self) -> frozenset[str]:
+        """Keys any optimizer class of the project makes a shared state tensor under."""
+        return self._in_any_optimizer(lambda info: self._setup_keys_of_class(info)[1])
+
+    def _setup_keys_of_class(self, info: ClassInfo) -> tuple[frozenset[str], frozenset[str]]:
+        cached = self._setup_keys_cache.get(id(info))
         if cached is None:
-            keys: set[str] = set()
+            group: set[str] = set()
+            shared: set[str] = set()
             for name in _SETUP_METHODS:
                 method = info.methods.get(name)
-                if method is not None and method.mentions("param_groups"):
-                    keys |= _group_tensor_keys(self.project, info.module, method)
-            cached = self._group_keys_cache[id(info)] = frozenset(keys)
+                if method is not None and (method.mentions("param_groups")
+                                           or method.mentions("state")):
+                    own_group, own_shared = _setup_tensor_keys(self.project, info.module,
+                                                               method)
+                    group |= own_group
+                    shared |= own_shared
+            cached = self._setup_keys_cache[id(info)] = (frozenset(group), frozenset(shared))
         return cached
 
     def forward_of(self, ref: ClassRef | None) -> FunctionInfo | bool:
@@ -513,22 +536,28 @@ _TENSOR_FACTORIES = frozenset(
 )
 
 
-def _group_tensor_keys(project: ProjectIndex, module: ModuleIndex,
-                       method: FunctionInfo) -> set[str]:
-    """Keys `method` stores a new tensor under in each param group: `group["k"] =
-    cstorch.zeros(())` in a `for group in self.param_groups` loop."""
+def _setup_tensor_keys(project: ProjectIndex, module: ModuleIndex, method: FunctionInfo
+                       ) -> tuple[set[str], set[str]]:
+    """Keys `method` stores a new tensor under: in each param group (`group["k"] =
+    cstorch.zeros(())` in a `for group in self.param_groups` loop), and in the optimizer's
+    state under a key of its own (`self.state["k"] = cstorch.zeros(1)`)."""
     groups = {node.target.id for node in method.statements
               if node.__class__ is ast.For and node.target.__class__ is ast.Name
               and dotted_name(node.iter) == "self.param_groups"}
-    keys: set[str] = set()
+    group_keys: set[str] = set()
+    shared_keys: set[str] = set()
     for node in method.statements:
         if node.__class__ is not ast.Assign or len(node.targets) != 1:
             continue
         target, value = node.targets[0], node.value
-        if (target.__class__ is ast.Subscript and target.value.__class__ is ast.Name
-                and target.value.id in groups and target.slice.__class__ is ast.Constant
+        if not (target.__class__ is ast.Subscript and target.slice.__class__ is ast.Constant
                 and isinstance(target.slice.value, str) and value.__class__ is ast.Call):
+            continue
+        container = dotted_name(target.value)
+        into = group_keys if container in groups else \
+            shared_keys if container == "self.state" else None
+        if into is not None:
             dotted = dotted_name(value.func)
             if dotted and project.qualified_name(module, dotted) in _TENSOR_FACTORIES:
-                keys.add(target.slice.value)
-    return keys
+                into.add(target.slice.value)
+    return group_keys, shared_keys

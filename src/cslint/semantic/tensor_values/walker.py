@@ -335,6 +335,12 @@ class FunctionWalker(StatementWalker):
             if base.kind == "params":
                 return Tensor(True, ("a parameter",))
             if base.kind == "state_map":
+                # Only a key some class makes a shared state tensor under makes the answer
+                # depend on the class.
+                if key in self.analysis.shared_keys_anywhere:
+                    self.analysis.note_class_use(True)
+                    if key in self.analysis.shared_state_keys(self.ref):
+                        return Tensor(True, (ChainStep("`{}` is optimizer state", node),))
                 return Marker("param_state")
             if base.kind == "param_state":
                 # Only a key some class stores a Python number under makes the answer
