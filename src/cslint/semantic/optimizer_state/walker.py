@@ -180,7 +180,10 @@ class StateWalker(StatementWalker):
             if isinstance(container, ParamState):
                 self.state_write(container, key, target.slice, value, value_node, target, "assign")
             elif container is STATE_MAP:
-                self.new_state_entry(target, value, value_node)
+                if isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
+                    self.shared_state_write(target, target.slice.value, value_node)
+                else:
+                    self.new_state_entry(target, value, value_node)
         else:
             self.eval(target)
 
@@ -269,6 +272,21 @@ class StateWalker(StatementWalker):
             self.written[entry] = self.statements_seen
             if not same_object:
                 self.versions[entry] = self.versions.get(entry, 0) + 1
+
+    def shared_state_write(self, node: ast.AST, key: str, value_node: ast.AST) -> None:
+        """`self.state["k"] = ...`: state of the whole optimizer under a key of its own
+        (MADGRAD's step count), not a parameter's dict. Outside preinitialize a tensor
+        made there is state created late; so is anything bound there while step runs
+        (the state is fixed then: strict mode raises CS101), while a Python number kept
+        there by another method (`self.state["epochs"] = 0` in `__init__`) is no state
+        tensor."""
+        self.wrote_state = True
+        role = self.call.role
+        if role is Role.RESTORE or role is Role.PREINIT \
+                or role is Role.OTHER and _python_number(value_node):
+            return
+        self.facts.append(StateCreated(self.function, node, key, self.guard_depth > 0,
+                                       self._where()))
 
     def new_state_entry(self, node: ast.AST, value: Value, value_node: ast.AST) -> None:
         self.wrote_state = True
@@ -544,3 +562,17 @@ class StateWalker(StatementWalker):
         if self.call.role is Role.STEP:
             return f"{cls}.{self.call.via}" if self.function.name != "step" else f"{cls}.step()"
         return f"{cls}.{self.call.via}"
+
+
+def _python_number(node: ast.AST) -> bool:
+    """A number computed on the host from constants and the object's attributes (`0`,
+    `self.warmup_epoch + 1`)."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool) \
+            or node.value is None or isinstance(node.value, bool)
+    if isinstance(node, ast.UnaryOp):
+        return _python_number(node.operand)
+    if isinstance(node, ast.BinOp):
+        return _python_number(node.left) and _python_number(node.right)
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+        and node.value.id == "self"
