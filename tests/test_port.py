@@ -151,6 +151,36 @@ def test_verify_reports_each_golden_fixture_equal_and_strict_clean():
             {n: (True, True) for n in concrete}, (source.name, results)
 
 
+def test_verify_compares_only_the_options_the_original_runs(tmp_path: Path):
+    """An option the original itself cannot run here (timm's `capturable=True`, which
+    wants a GPU) is not held against the port: it is named, the others are compared."""
+    from cslint.port.verify import verify_port
+
+    source = tmp_path / "gpu_only.py"
+    source.write_text(
+        (FIXTURES / "port" / "lion.in.py").read_text()
+        .replace("def step(self, closure=None):",
+                 "def step(self, closure=None):\n"
+                 "        if self.capturable:\n"
+                 "            raise AssertionError('capturable=True needs a GPU')")
+        .replace("super().__init__(params, defaults)",
+                 "super().__init__(params, defaults)\n        self.capturable = capturable"))
+    assert "self.capturable" in source.read_text()
+    text = source.read_text()
+    signature = text[text.index("def __init__(self"):text.index("):", text.index("def __init__(self"))]
+    source.write_text(text.replace(signature, signature + ", capturable=False"))
+    ported = port_file(str(source), Config())
+    assert ported.ported != source.read_bytes() and not ported.findings
+    verified = verify_port(str(source), ported.ported, ["Lion"], steps=8)["Lion"]
+    assert (verified.numbers_equal, verified.strict_clean) == (True, True)
+    assert verified.problem.startswith("not compared: the original's step fails with "
+                                       "capturable=True: AssertionError")
+    # A port that fails where the original runs still fails.
+    broken = ported.ported.replace(b"if self.capturable:", b"if not self.capturable:")
+    failed = verify_port(str(source), broken, ["Lion"], steps=8)["Lion"]
+    assert failed.numbers_equal is False and failed.problem.startswith("the port's step fails")
+
+
 def test_verify_finds_a_port_that_changes_the_numbers(tmp_path: Path):
     from cslint.port.verify import verify_port
 
@@ -1042,7 +1072,7 @@ def test_what_is_left_in_another_files_function_a_class_reaches_is_left_in_the_c
     (package / "__init__.py").write_text("")
     (package / "_scalars.py").write_text(
         "import torch\n\n\ndef as_number(x):\n"
-        "    return x.item() if isinstance(x, torch.Tensor) else x\n\n\n"
+        "    return round(x.item(), 6) if isinstance(x, torch.Tensor) else x\n\n\n"
         "def unused(x):\n    return float(x)\n")
     (package / "helped.py").write_text(HELPED_ELSEWHERE)
     (package / "plain.py").write_text(RELATIVE_IMPORT.replace(
@@ -1054,6 +1084,29 @@ def test_what_is_left_in_another_files_function_a_class_reaches_is_left_in_the_c
         {"HelpedSGD": ("CS204",), "PackagedSGD": ()}
     listed = [(f.path, f.location.line, f.code) for file in run.ported for f in file.findings]
     assert listed == [("optimizers/_scalars.py", 5, "CS204")]
+
+
+def test_a_helper_of_another_file_that_hands_a_tensor_back_as_a_number_is_not_called(
+        tmp_path: Path, monkeypatch):
+    """`as_number(step)` where the helpers module's `as_number(x)` is `x.item() if
+    isinstance(x, torch.Tensor) else x`: in what step runs, the call becomes `step`,
+    and nothing is left in the helper."""
+    from cslint.port.command import run_port
+
+    package = tmp_path / "optimizers"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_scalars.py").write_text(
+        "import torch\n\n\ndef as_number(x):\n"
+        "    return x.item() if isinstance(x, torch.Tensor) else x\n")
+    (package / "helped.py").write_text(HELPED_ELSEWHERE)
+    monkeypatch.chdir(tmp_path)
+    run = run_port(["optimizers/helped.py"], Config(), write=False, verify=False,
+                   runtime_reference=False)
+    assert {c.name: c.remaining for c in run.classes} == {"HelpedSGD": ()}
+    (ported,) = run.ported
+    assert b"p.add_(-lr / step * buf)" in ported.ported
+    assert b"as_number(" not in ported.ported.split(b"import as_number")[1]
 
 
 RETURNS = '''\

@@ -284,7 +284,7 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
              rewriter.shared_state_edits, rewriter.lazy_state_edits,
              lambda: rewriter.stateless_edits(stateless),
              rewriter.group_counter_edits, rewriter.group_accumulator_edits,
-             rewriter.rebound_state_edits,
+             rewriter.rebound_state_edits, rewriter.handed_back_edits,
              rewriter.expression_edits,
              lambda: rewriter.sparsify_edits(config))
     for make in steps:
@@ -626,12 +626,63 @@ class _Rewriter:
             edit = self._selecting_if(finding, tensor_tests)
             if edit is not None:
                 candidates.append(edit)
-        # Edits apart only: one inside another is made in a later round, on the new code.
-        chosen: list[Edit] = []
-        for edit in sorted(candidates, key=lambda e: (e.start, -e.end)):
-            if all(edit.end <= other.start or edit.start >= other.end for other in chosen):
-                chosen.append(edit)
-        return chosen
+        return _apart(candidates)
+
+    def handed_back_edits(self) -> list[Edit]:
+        """`_get_value(step_t)` in what an optimizer's step runs, where the project's
+        `_get_value(x)` only hands its argument back, read on the host when it is a tensor
+        (timm's `x.item() if isinstance(x, torch.Tensor) else x`): the argument itself. A
+        Python number comes back the same; a tensor stays one on the device (CS204 in the
+        helper otherwise)."""
+        edits = []
+        for owner, function in self._traced_functions():
+            for node in ast.walk(function):
+                if not (isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords
+                        and isinstance(node.func, ast.Name)
+                        and not isinstance(node.args[0], ast.Starred)):
+                    continue
+                found = self.helpers.resolve(node, owner) if self.helpers else None
+                if found is None or found[2] or not _hands_back_its_argument(found[0]):
+                    continue
+                argument, statement = node.args[0], self.parents.get(id(node))
+                if isinstance(statement, ast.IfExp) and node is not statement.test \
+                        and _side_effect_free(statement.test) and self.code(argument) == \
+                        self.code(statement.orelse if node is statement.body else statement.body):
+                    # `step_t if capturable else _get_value(step_t)`: `step_t` either way.
+                    node, statement = statement, self.parents.get(id(statement))
+                if isinstance(statement, ast.Assign) and statement.value is node \
+                        and len(statement.targets) == 1 and isinstance(argument, ast.Name) \
+                        and isinstance(statement.targets[0], ast.Name) \
+                        and statement.targets[0].id == argument.id:
+                    edits.append(_removal(self, statement))  # `lr = _get_value(lr)`
+                else:
+                    edits.append(Edit(*self.span(node), self._operand(argument)))
+        return _apart(edits)
+
+    def _traced_functions(self) -> list[tuple[ast.ClassDef, ast.AST]]:
+        """The methods and module functions of the file that the `step` of a class here
+        runs (calls, or names to call later), each with its class."""
+        functions = {n.name: n for n in self.tree.body
+                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        reached: list[tuple[ast.ClassDef, ast.AST]] = []
+        seen: set[int] = set()
+        for owner in (n for n in self.tree.body if isinstance(n, ast.ClassDef)):
+            methods = _methods(owner)
+            pending = [methods["step"]] if "step" in methods else []
+            while pending:
+                function = pending.pop()
+                if id(function) in seen:
+                    continue
+                seen.add(id(function))
+                reached.append((owner, function))
+                for node in ast.walk(function):
+                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) \
+                            and node.id in functions:
+                        pending.append(functions[node.id])
+                    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                            and node.value.id == "self" and node.attr in methods:
+                        pending.append(methods[node.attr])
+        return reached
 
     def _math_call(self, finding: Finding) -> Edit | None:
         """`math.sqrt(t)` of a tensor (the finding spans the call or its argument)."""
@@ -1693,6 +1744,64 @@ class _FirstStep:
         lines.append(f"{depth}{state}[{flag}].fill_(1.0)")
         # (The check's span starts after its indentation.)
         return newline.join(lines).lstrip()
+
+
+def _apart(edits: list[Edit]) -> list[Edit]:
+    """The edits that do not overlap, outermost first: one inside another is made in a
+    later round, on the new code."""
+    chosen: list[Edit] = []
+    for edit in sorted(edits, key=lambda e: (e.start, -e.end)):
+        if all(edit.end <= other.start or edit.start >= other.end for other in chosen):
+            chosen.append(edit)
+    return chosen
+
+
+def _hands_back_its_argument(function: ast.FunctionDef) -> bool:
+    """Whether `function(x)` returns `x` itself or `x` read on the host (`x.item()`,
+    `float(x)`, `int(x)`), chosen by tests with no other effect, and does nothing else."""
+    arguments = function.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    if len(positional) != 1 or arguments.vararg or arguments.kwarg or arguments.kwonlyargs \
+            or function.decorator_list:
+        return False
+    name = positional[0].arg
+
+    def handed_back(node: ast.expr | None) -> bool:
+        if isinstance(node, ast.IfExp):
+            return _side_effect_free(node.test) and handed_back(node.body) \
+                and handed_back(node.orelse)
+        if isinstance(node, ast.Name):
+            return node.id == name
+        if isinstance(node, ast.Call) and not node.keywords:
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "item" and not node.args:
+                return handed_back(func.value)
+            if isinstance(func, ast.Name) and func.id in ("float", "int") \
+                    and len(node.args) == 1:
+                return handed_back(node.args[0])
+        return False
+
+    def only_hands_back(body: list[ast.stmt]) -> bool:
+        for statement in body:
+            if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+                continue  # a docstring
+            if isinstance(statement, ast.Return):
+                if not handed_back(statement.value):
+                    return False
+            elif isinstance(statement, ast.If):
+                if not (_side_effect_free(statement.test) and only_hands_back(statement.body)
+                        and only_hands_back(statement.orelse)):
+                    return False
+            else:
+                return False
+        return True
+
+    def always_returns(body: list[ast.stmt]) -> bool:
+        last = body[-1] if body else None
+        return isinstance(last, ast.Return) or isinstance(last, ast.If) \
+            and always_returns(last.body) and always_returns(last.orelse)
+
+    return only_hands_back(function.body) and always_returns(function.body)
 
 
 def _zero_dim(alias: str, number: float, written: str) -> str:
