@@ -1090,7 +1090,8 @@ def test_a_helper_of_another_file_that_hands_a_tensor_back_as_a_number_is_not_ca
         tmp_path: Path, monkeypatch):
     """`as_number(step)` where the helpers module's `as_number(x)` is `x.item() if
     isinstance(x, torch.Tensor) else x`: in what step runs, the call becomes `step`,
-    and nothing is left in the helper."""
+    and nothing is left in the helper; a name imported with others loses its place in
+    the list alone."""
     from cslint.port.command import run_port
 
     package = tmp_path / "optimizers"
@@ -1106,7 +1107,25 @@ def test_a_helper_of_another_file_that_hands_a_tensor_back_as_a_number_is_not_ca
     assert {c.name: c.remaining for c in run.classes} == {"HelpedSGD": ()}
     (ported,) = run.ported
     assert b"p.add_(-lr / step * buf)" in ported.ported
-    assert b"as_number(" not in ported.ported.split(b"import as_number")[1]
+    # Its import goes too, now that nothing reads it (ruff's F401 otherwise).
+    assert b"as_number" not in ported.ported
+    (package / "helped.py").write_text(HELPED_ELSEWHERE.replace(
+        "from ._scalars import as_number",
+        "from ._scalars import (\n    MOMENTUM,\n    as_number,\n    unused,\n)"))
+    (package / "_scalars.py").write_text(
+        "import torch\n\nMOMENTUM = 0.9\n\n\ndef as_number(x):\n"
+        "    return x.item() if isinstance(x, torch.Tensor) else x\n\n\n"
+        "def unused(x):\n    return x\n")
+    (ported,) = run_port(["optimizers/helped.py"], Config(), write=False, verify=False,
+                         runtime_reference=False).ported
+    assert b"from ._scalars import (\n    MOMENTUM,\n    unused,\n)" in ported.ported
+    for imported, left in (("as_number, unused", "unused"), ("unused, as_number", "unused"),
+                           ("MOMENTUM, as_number, unused", "MOMENTUM, unused")):
+        (package / "helped.py").write_text(HELPED_ELSEWHERE.replace(
+            "from ._scalars import as_number", f"from ._scalars import {imported}"))
+        (ported,) = run_port(["optimizers/helped.py"], Config(), write=False, verify=False,
+                             runtime_reference=False).ported
+        assert f"from ._scalars import {left}\n".encode() in ported.ported, imported
 
 
 RETURNS = '''\

@@ -634,7 +634,7 @@ class _Rewriter:
         (timm's `x.item() if isinstance(x, torch.Tensor) else x`): the argument itself. A
         Python number comes back the same; a tensor stays one on the device (CS204 in the
         helper otherwise)."""
-        edits = []
+        edits, helper_names = [], set()
         for owner, function in self._traced_functions():
             for node in ast.walk(function):
                 if not (isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords
@@ -644,6 +644,7 @@ class _Rewriter:
                 found = self.helpers.resolve(node, owner) if self.helpers else None
                 if found is None or found[2] or not _hands_back_its_argument(found[0]):
                     continue
+                helper_names.add(node.func.id)
                 argument, statement = node.args[0], self.parents.get(id(node))
                 if isinstance(statement, ast.IfExp) and node is not statement.test \
                         and _side_effect_free(statement.test) and self.code(argument) == \
@@ -657,7 +658,48 @@ class _Rewriter:
                     edits.append(_removal(self, statement))  # `lr = _get_value(lr)`
                 else:
                     edits.append(Edit(*self.span(node), self._operand(argument)))
-        return _apart(edits)
+        chosen = _apart(edits)
+        return chosen + self._unused_imports(helper_names, chosen)
+
+    def _unused_imports(self, names: set[str], edits: list[Edit]) -> list[Edit]:
+        """The `from m import name` of each of `names` that no code reads once `edits`
+        are made (what ruff's F401 would report after the port)."""
+        found = []
+        for name in sorted(names):
+            reads = [n for n in ast.walk(self.tree) if isinstance(n, ast.Name) and n.id == name]
+            if any(not any(e.start <= start and end <= e.end for e in edits)
+                   for start, end in map(self.span, reads)):
+                continue
+            for statement in self.tree.body:
+                if not isinstance(statement, ast.ImportFrom):
+                    continue
+                aliases = [a for a in statement.names if (a.asname or a.name) == name]
+                if not aliases:
+                    continue
+                if len(statement.names) == 1:
+                    found.append(_removal(self, statement))
+                else:
+                    found.append(self._alias_removal(statement, aliases[0]))
+        return found
+
+    def _alias_removal(self, statement: ast.ImportFrom, alias: ast.alias) -> Edit:
+        """`alias` out of `statement`'s names, with the comma and spaces after it (before
+        it, when it is the last)."""
+        start, end = self.span(alias)
+        text = self.text
+        if alias is statement.names[-1]:
+            comma = text.rindex(",", 0, start)
+            return Edit(comma, end, "")
+        following = text.index(",", end) + 1
+        while following < len(text) and text[following] in " \t":
+            following += 1
+        if text[following:following + 1] in ("\n", "\r"):
+            # The next name starts the next line: this line keeps its indentation.
+            line_start = text.rindex("\n", 0, start) + 1
+            if not text[line_start:start].strip():
+                start = line_start
+                following = text.index("\n", following) + 1
+        return Edit(start, following, "")
 
     def _traced_functions(self) -> list[tuple[ast.ClassDef, ast.AST]]:
         """The methods and module functions of the file that the `step` of a class here
