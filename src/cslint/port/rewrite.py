@@ -536,9 +536,11 @@ class _Rewriter:
             if setup is None:
                 continue
             for key, (start, starts) in _group_counters(self, owner).items():
-                # (A count keeps the type of its start: an int counts in int64.)
-                edits = self._group_tensor(setup, key, _zero_dim(
-                    alias, ast.literal_eval(start), self.code(start)))
+                # (A count keeps the type of its start: an int counts in int64.) A tensor
+                # the step made on its first call (`_init_scalar()`) is made there as is.
+                value = self.code(start) if isinstance(start, ast.Call) else _zero_dim(
+                    alias, ast.literal_eval(start), self.code(start))
+                edits = self._group_tensor(setup, key, value)
                 if edits is None:
                     continue
                 if _cstorch_name(self.tree) is None:  # a subclass of a base ported elsewhere
@@ -1983,15 +1985,35 @@ def _removal(r: _Rewriter, statement: ast.stmt) -> Edit:
 
 def _group_counters(r: _Rewriter, owner: ast.ClassDef
                     ) -> dict[ast.expr, tuple[ast.expr, list[tuple[ast.stmt, ast.If]]]]:
-    """The param-group keys `owner` counts in Python: counted up only (`group["k"] +=
-    1`, `group` a `for` over `self.param_groups` or a `group` parameter), started only
-    under `if "k" not in group:` at one number, written nowhere else. By the key's node
-    (its source), the start value and the starting statements with their guards."""
+    """The param-group keys `owner` counts: counted up only (`group["k"] += 1`, or in
+    place, `group["k"].add_(1)`; `group` a `for` over `self.param_groups` or a `group`
+    parameter), started only under `if "k" not in group:` at one number, or at one
+    tensor made of the module's names alone (timm's `_init_scalar(device="cpu")`),
+    written nowhere else (restoring a checkpoint aside). By the key's node (its source),
+    the start value and the starting statements with their guards."""
     found: dict[str, dict] = {}
     rejected: set[str] = set()
-    for method in _methods(owner).values():
+    module_names = _module_names(r.tree) | _BUILTINS
+    for name, method in _methods(owner).items():
+        if name in _RESTORING_METHODS:
+            continue
         parameters = {a.arg for a in method.args.args}
         for node in ast.walk(method):
+            if _counts_in_place(node):
+                call = node.value
+                entry = found.setdefault(call.func.value.slice.value, {
+                    "node": call.func.value.slice, "counts": 0, "starts": []})
+                container = call.func.value.value
+                loop = next((a for a in r.ancestors(node) if isinstance(a, ast.For)
+                             and _group_name(a) is not None), None)
+                if isinstance(container, ast.Name) and (
+                        loop is not None and _group_name(loop) == container.id
+                        or container.id in parameters and container.id in ("group",
+                                                                            "param_group")):
+                    entry["counts"] += 1
+                else:
+                    rejected.add(call.func.value.slice.value)
+                continue
             if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                 continue
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -2012,7 +2034,9 @@ def _group_counters(r: _Rewriter, owner: ast.ClassDef
                         entry["counts"] += 1
                         continue
                 elif isinstance(node, ast.Assign) and len(targets) == 1 \
-                        and _is_number(node.value) and container is not None:
+                        and container is not None and (
+                            _is_number(node.value) or isinstance(node.value, ast.Call)
+                            and _loaded_names(node.value) <= module_names):
                     guard = r.parents.get(id(node))
                     if isinstance(guard, ast.If) and not guard.orelse \
                             and node in guard.body and _not_in_test(guard.test, key, container):
@@ -2024,11 +2048,28 @@ def _group_counters(r: _Rewriter, owner: ast.ClassDef
         starts = entry["starts"]
         if key in rejected or not entry["counts"] or not starts:
             continue
-        values = {ast.literal_eval(value) for _, _, value in starts}
+        values = {ast.literal_eval(value) if not isinstance(value, ast.Call)
+                  else ast.dump(value) for _, _, value in starts}
         if len(values) != 1:
             continue
         result[entry["node"]] = (starts[0][2], [(s, g) for s, g, _ in starts])
     return result
+
+
+# Methods that restore what a checkpoint holds: their writes start nothing.
+_RESTORING_METHODS = frozenset({"__setstate__", "load_state_dict"})
+
+
+def _counts_in_place(node: ast.AST) -> bool:
+    """`group["k"].add_(1)` as a statement."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return False
+    call = node.value
+    func = call.func
+    return isinstance(func, ast.Attribute) and func.attr == "add_" and len(call.args) == 1 \
+        and not call.keywords and _is_number(call.args[0]) \
+        and isinstance(func.value, ast.Subscript) and isinstance(func.value.slice, ast.Constant) \
+        and isinstance(func.value.slice.value, str)
 
 
 def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
