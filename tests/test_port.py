@@ -1126,6 +1126,12 @@ def test_a_helper_of_another_file_that_hands_a_tensor_back_as_a_number_is_not_ca
         (ported,) = run_port(["optimizers/helped.py"], Config(), write=False, verify=False,
                              runtime_reference=False).ported
         assert f"from ._scalars import {left}\n".encode() in ported.ported, imported
+    # Named in `__all__`: others may import it from here, so it stays.
+    (package / "helped.py").write_text(HELPED_ELSEWHERE + '\n__all__ = ["as_number"]\n')
+    (ported,) = run_port(["optimizers/helped.py"], Config(), write=False, verify=False,
+                         runtime_reference=False).ported
+    assert b"from ._scalars import as_number\n" in ported.ported
+    assert b"p.add_(-lr / step * buf)" in ported.ported
 
 
 RETURNS = '''\

@@ -667,7 +667,9 @@ class _Rewriter:
         """The `from m import name` of each of `names` that no code reads once `edits`
         are made (what ruff's F401 would report after the port)."""
         found = []
-        for name in sorted(names):
+        exported = {n.value for n in ast.walk(self.tree)
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        for name in sorted(names - exported):  # (a name in `__all__` stays)
             reads = [n for n in ast.walk(self.tree) if isinstance(n, ast.Name) and n.id == name]
             if any(not any(e.start <= start and end <= e.end for e in edits)
                    for start, end in map(self.span, reads)):
