@@ -69,6 +69,12 @@ FLOAT64 = (
 # A state entry created outside preinitialize().
 STATE_OUTSIDE_PREINITIALIZE = "create it in preinitialize() and only update it in place in step()"
 
+# A tensor a param group gains on the first step (`if "k" not in group: group["k"] = ...`).
+GROUP_TENSOR_OUTSIDE_PREINITIALIZE = (
+    'make it in preinitialize() (`for group in self.param_groups: group["{key}"] = ...`) '
+    "and only update it in place in step()"
+)
+
 # Optimizer state kept in an attribute (`self.buf = ...`, `self.history.append(...)`) in step.
 ATTRIBUTE_STATE = (
     "keep it in self.state[p], created in preinitialize() and updated in place in step(); "

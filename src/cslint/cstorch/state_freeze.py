@@ -35,6 +35,7 @@ from cslint.cstorch.source_position import SourceSite, user_site
 __all__ = [
     "AttributeSnapshot",
     "FrozenOptimizerState",
+    "FrozenParamGroup",
     "FrozenParamState",
     "attribute_gains_tensor_error",
     "state_layout",
@@ -138,6 +139,62 @@ class FrozenParamState(dict):
             self._check_removal(next(iter(self)))
         dict.clear(self)
         self._plain.clear()
+
+
+class FrozenParamGroup(dict):
+    """One param group while `step` runs: a tensor under a key the group did not have is
+    CS101 (made by the first step only, that step's graph differs from the others');
+    every other write goes through to the group. (A Python number a step adds is no
+    tensor of the graph: where it decides the graph, that is CS501.)"""
+
+    __slots__ = ("_plain", "_index", "_stepping_thread")
+
+    def __init__(self, plain: dict, index: int) -> None:
+        dict.__init__(self, plain)
+        self._plain = plain
+        self._index = index
+        self._stepping_thread = threading.get_ident()
+
+    @property
+    def original(self) -> dict:
+        return self._plain
+
+    def __setitem__(self, key, value) -> None:
+        if key not in self and isinstance(value, torch.Tensor) \
+                and threading.get_ident() == self._stepping_thread and checks_active():
+            raise compliance_error(
+                "CS101",
+                f"adds the tensor entry {key!r} to param group {self._index} while step "
+                "runs: only the first step makes it, so that step's graph differs from "
+                "the others'",
+                advice.GROUP_TENSOR_OUTSIDE_PREINITIALIZE.format(key=key),
+                owner=current_owner(),
+                site=user_site(),
+            )
+        dict.__setitem__(self, key, value)
+        self._plain[key] = value
+
+    def setdefault(self, key, default=None):
+        if key in self:
+            return dict.__getitem__(self, key)
+        self[key] = default
+        return default
+
+    def update(self, *args, **kwargs) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def __delitem__(self, key) -> None:
+        dict.__delitem__(self, key)
+        self._plain.pop(key, None)
+
+    def pop(self, key, *default):
+        self._plain.pop(key, None)
+        return dict.pop(self, key, *default)
 
 
 class FrozenOptimizerState(dict):

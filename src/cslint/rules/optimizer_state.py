@@ -13,7 +13,7 @@ from cslint.rules import (
 from cslint.semantic.official import TORCH_OPTIMIZER
 from cslint.semantic.module_index import source_snippet
 from cslint.semantic.optimizer_state import (
-    EagerStateFill, OptimizerStateAnalysis, StateCreated,
+    EagerStateFill, GroupTensorCreated, OptimizerStateAnalysis, StateCreated,
     StateDictRebound, StateRebound, StateUpdateLost,
 )
 from cslint.semantic.project import ClassRef
@@ -39,6 +39,12 @@ class StateOutsidePreinitialize(_StateFactRule):
             yield context.finding(self, fact.node, (
                 f"{what} is created{how} in {fact.where}; "
                 f"{advice.STATE_OUTSIDE_PREINITIALIZE}"))
+        elif type(fact) is GroupTensorCreated:
+            yield context.finding(self, fact.node, (
+                f'param-group entry "{fact.key}" is made a tensor on the first step only '
+                f"(under a check that the group lacks it) in {fact.where}, so that step's "
+                f"graph differs from the others'; "
+                f"{advice.GROUP_TENSOR_OUTSIDE_PREINITIALIZE.format(key=fact.key)}"))
         elif type(fact) is StateDictRebound:
             yield context.finding(self, fact.node, (
                 f"`{source_snippet(fact.node)}` binds a parameter's state to a new dict "

@@ -190,6 +190,13 @@ LAZY_CREATION_SIGNATURES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
 }
 # Eager torch ops that fill new state with a constant (cstorch has lazy twins).
 EAGER_CREATION_OPS = frozenset(f"torch.{name}" for name in LAZY_CREATION_SIGNATURES)
+# Calls that make a new tensor (cstorch's lazy creation ops, torch's factories).
+TENSOR_FACTORIES = frozenset(
+    f"{package}.{name}"
+    for package in ("torch", "cerebras.pytorch")
+    for name in ("zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "tensor",
+                 "as_tensor", "empty", "empty_like")
+)
 
 # ---- programs: torch.optim names, cstorch imports, float64 and dtypes ------------------
 

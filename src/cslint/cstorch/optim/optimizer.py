@@ -32,6 +32,7 @@ from cslint.cstorch.source_position import user_site
 from cslint.cstorch.state_freeze import (
     AttributeSnapshot,
     FrozenOptimizerState,
+    FrozenParamGroup,
     attribute_gains_tensor_error,
     holds_tensor,
     layout_differences,
@@ -86,11 +87,15 @@ def _guard_step(step: Callable, owner: str) -> Callable:
                 return step(self, *args, **kwargs)
         attributes = AttributeSnapshot(self.__dict__)
         self.state = FrozenOptimizerState(original_state, self._describe_param)
+        original_groups = self.param_groups
+        self.param_groups = [FrozenParamGroup(group, index)
+                             for index, group in enumerate(original_groups)]
         try:
             with guarded_region(owner, self._has_float64_params):
                 result = step(self, *args, **kwargs)
         finally:
             self.state = original_state
+            self.param_groups = original_groups
         attributes.check(self, step, owner)
         return result
 
@@ -246,6 +251,8 @@ class Optimizer(torch.optim.Optimizer, ABC):
         }
         if isinstance(self.state, FrozenOptimizerState):  # copied while step runs
             state["state"] = self.state.original
+        state["param_groups"] = [group.original if isinstance(group, FrozenParamGroup)
+                                 else group for group in self.param_groups]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -16,10 +16,11 @@ report), `analysis` (the classes and their entry points), `walker` (one function
 
 from cslint.semantic.optimizer_state.analysis import OptimizerStateAnalysis
 from cslint.semantic.optimizer_state.facts import (
-    EagerStateFill, StateCreated, StateDictRebound, StateFact, StateRebound, StateUpdateLost,
+    EagerStateFill, GroupTensorCreated, StateCreated, StateDictRebound, StateFact,
+    StateRebound, StateUpdateLost,
 )
 
 __all__ = [
-    "EagerStateFill", "OptimizerStateAnalysis", "StateCreated", "StateDictRebound",
-    "StateFact", "StateRebound", "StateUpdateLost",
+    "EagerStateFill", "GroupTensorCreated", "OptimizerStateAnalysis", "StateCreated",
+    "StateDictRebound", "StateFact", "StateRebound", "StateUpdateLost",
 ]

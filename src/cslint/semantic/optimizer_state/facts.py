@@ -26,6 +26,18 @@ class StateCreated:
 
 
 @dataclass(frozen=True)
+class GroupTensorCreated:
+    """A tensor made under a key of a param group in `step`, under a check that the
+    group lacks the key (`if "k" not in group: group["k"] = torch.zeros(1)`): made by
+    the first step only, so the first step's graph differs from the others'."""
+
+    function: FunctionInfo
+    node: ast.AST
+    key: str
+    where: str
+
+
+@dataclass(frozen=True)
 class StateDictRebound:
     """A parameter's whole state bound to a new dict outside `preinitialize`."""
 
@@ -67,5 +79,5 @@ class StateUpdateLost:
     key: str | None
 
 
-StateFact = Union[StateCreated, StateDictRebound, StateRebound, EagerStateFill,
-                  StateUpdateLost]
+StateFact = Union[StateCreated, GroupTensorCreated, StateDictRebound, StateRebound,
+                  EagerStateFill, StateUpdateLost]

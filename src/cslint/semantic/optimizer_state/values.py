@@ -33,8 +33,20 @@ class _StateMap:
         return "STATE_MAP"
 
 
+class _ParamGroups:
+    def __repr__(self) -> str:
+        return "PARAM_GROUPS"
+
+
+class _ParamGroup:
+    def __repr__(self) -> str:
+        return "PARAM_GROUP"
+
+
 OPTIMIZER = _Optimizer()  # the optimizer (`self` in its methods)
 STATE_MAP = _StateMap()  # `self.state`
+PARAM_GROUPS = _ParamGroups()  # `self.param_groups`
+PARAM_GROUP = _ParamGroup()  # one of them (`for group in self.param_groups`)
 
 
 class ParamState:
@@ -99,7 +111,7 @@ class DictLiteral:
     entries: tuple  # ((key value, value value, value node), ...)
 
 
-Value = Union[None, _Optimizer, _StateMap, ParamState, StateTensor, Derived, Strings,
+Value = Union[None, _Optimizer, _StateMap, _ParamGroups, _ParamGroup, ParamState, StateTensor, Derived, Strings,
               IteratedKey, EagerConstant, StateItems, ValueTuple, DictLiteral]
 
 

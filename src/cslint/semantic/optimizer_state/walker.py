@@ -8,15 +8,16 @@ from typing import TYPE_CHECKING
 
 from cslint.semantic.module_index import FunctionInfo, dotted_name, is_super_call, source_snippet
 from cslint.semantic.optimizer_state.facts import (
-    EagerStateFill, StateCreated, StateDictRebound, StateFact, StateRebound, StateUpdateLost,
+    EagerStateFill, GroupTensorCreated, StateCreated, StateDictRebound, StateFact,
+    StateRebound, StateUpdateLost,
 )
 from cslint.semantic.optimizer_state.guards import means_absent
 from cslint.semantic.optimizer_state.values import (
-    OPTIMIZER, STATE_MAP, Derived, DictLiteral, EagerConstant, IteratedKey, ParamState,
+    OPTIMIZER, PARAM_GROUP, PARAM_GROUPS, STATE_MAP, Derived, DictLiteral, EagerConstant, IteratedKey, ParamState,
     Role, StateItems, StateTensor, Strings, Value, ValueTuple, derive, join,
 )
 from cslint.semantic.project import ClassRef
-from cslint.semantic.torch_api import EAGER_CREATION_OPS
+from cslint.semantic.torch_api import EAGER_CREATION_OPS, TENSOR_FACTORIES
 from cslint.semantic.walker import StatementWalker, join_envs
 
 if TYPE_CHECKING:
@@ -61,6 +62,9 @@ class StateWalker(StatementWalker):
         self.lost_candidates: list[tuple[ast.AST, str, StateTensor, int]] = []
         self.wrote_state = False  # whether a decision here depended on the class's keys
         self.handed_in: dict[str, StateTensor] = {}
+        # The param-group keys the `if`s around the statement being walked test absent
+        # (`if "k" not in group:`).
+        self.absent_group_keys: list[str] = []
         self.resolutions: list[tuple] = []  # (method, after class, function id) looked up
 
     # ---- driver ----------------------------------------------------------------
@@ -122,12 +126,27 @@ class StateWalker(StatementWalker):
         self.eval(node.test)
         absent_in_body = means_absent(self, node.test, True)
         absent_in_else = means_absent(self, node.test, False)
+        group_key = self._group_key_tested_absent(node.test)
         before = dict(self.env)
+        if group_key is not None:
+            self.absent_group_keys.append(group_key)
         self.guarded_block(node.body, absent_in_body)
+        if group_key is not None:
+            self.absent_group_keys.pop()
         after_body = self.env
         self.env = before
         self.guarded_block(node.orelse, absent_in_else)
         self.env = join_envs(after_body, self.env, join)
+
+    def _group_key_tested_absent(self, test: ast.expr) -> str | None:
+        """"k" of `"k" not in group`, `group` a param group."""
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 \
+                and isinstance(test.ops[0], ast.NotIn) and isinstance(test.left, ast.Constant) \
+                and isinstance(test.left.value, str) \
+                and isinstance(test.comparators[0], ast.Name) \
+                and self.env.get(test.comparators[0].id) is PARAM_GROUP:
+            return test.left.value
+        return None
 
     def statement_With(self, node: ast.With | ast.AsyncWith) -> None:
         for item in node.items:
@@ -179,6 +198,13 @@ class StateWalker(StatementWalker):
             key = self.eval(target.slice)
             if isinstance(container, ParamState):
                 self.state_write(container, key, target.slice, value, value_node, target, "assign")
+            elif container is PARAM_GROUP:
+                if isinstance(target.slice, ast.Constant) \
+                        and target.slice.value in self.absent_group_keys \
+                        and self.call.role is Role.STEP and isinstance(value_node, ast.Call) \
+                        and self.qualified(value_node.func) in TENSOR_FACTORIES:
+                    self.facts.append(GroupTensorCreated(self.function, target,
+                                                         target.slice.value, self._where()))
             elif container is STATE_MAP:
                 if isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
                     self.shared_state_write(target, target.slice.value, value_node)
@@ -217,6 +243,8 @@ class StateWalker(StatementWalker):
             self.assign(target, item, target, target)
         elif isinstance(iterable, ParamState):
             self.assign(target, IteratedKey(iterable), target, target)
+        elif iterable is PARAM_GROUPS:
+            self.assign(target, PARAM_GROUP, target, target)
         elif isinstance(iterable, ValueTuple) and iterable.items and all(
                 isinstance(i, Strings) for i in iterable.items):
             values = frozenset().union(*(i.values for i in iterable.items))
@@ -315,6 +343,8 @@ class StateWalker(StatementWalker):
         base = self.eval(node.value)
         if base is OPTIMIZER and node.attr == "state":
             return STATE_MAP
+        if base is OPTIMIZER and node.attr == "param_groups":
+            return PARAM_GROUPS
         if isinstance(base, StateTensor) and node.attr == "data":
             return base
         if isinstance(base, (StateTensor, Derived)) and node.attr in ("T", "mT", "real"):
@@ -366,6 +396,8 @@ class StateWalker(StatementWalker):
         index = self.eval(node.slice)
         if base is STATE_MAP:
             return self.param_state_for(node.slice)
+        if base is PARAM_GROUPS:
+            return PARAM_GROUP
         if isinstance(base, ParamState):
             keys = self._keys(index, base)
             key = keys[0] if keys and len(keys) == 1 else None

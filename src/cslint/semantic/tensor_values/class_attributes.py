@@ -14,7 +14,7 @@ from cslint.semantic.tensor_values.values import (
     MODULE_KINDS, UNSEEN_MODULE_CLASS, Function, Marker, Tensor, Value, join, union_classes,
 )
 from cslint.semantic.torch_api import COMPILE, DEVICE_ATTRIBUTES, METADATA_ATTRIBUTES, \
-    METADATA_METHODS
+    METADATA_METHODS, TENSOR_FACTORIES
 
 
 class ClassAttributes:
@@ -527,13 +527,6 @@ def _self_structure(node: ast.expr) -> Value:
 
 # Where an optimizer sets up what its steps use.
 _SETUP_METHODS = ("__init__", "preinitialize")
-# Calls that make a tensor (cstorch's lazy creation ops, torch's factories).
-_TENSOR_FACTORIES = frozenset(
-    f"{package}.{name}"
-    for package in ("torch", "cerebras.pytorch")
-    for name in ("zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "tensor",
-                 "as_tensor", "empty", "empty_like")
-)
 
 
 def _setup_tensor_keys(project: ProjectIndex, module: ModuleIndex, method: FunctionInfo
@@ -558,6 +551,6 @@ def _setup_tensor_keys(project: ProjectIndex, module: ModuleIndex, method: Funct
             shared_keys if container == "self.state" else None
         if into is not None:
             dotted = dotted_name(value.func)
-            if dotted and project.qualified_name(module, dotted) in _TENSOR_FACTORIES:
+            if dotted and project.qualified_name(module, dotted) in TENSOR_FACTORIES:
                 into.add(target.slice.value)
     return group_keys, shared_keys
