@@ -44,7 +44,28 @@ __all__ = [
 
 _MISSING = object()
 
-class FrozenParamState(dict):
+class _WritesThroughSetItem(dict):
+    """A dict whose every write goes through `__setitem__` (dict's own `setdefault`,
+    `update` and `|=` are C code that bypasses it)."""
+
+    __slots__ = ()
+
+    def setdefault(self, key, default=None):
+        if key in self:
+            return dict.__getitem__(self, key)
+        self[key] = default
+        return self[key]  # (what `__setitem__` stored: a view, for the optimizer state)
+
+    def update(self, *args, **kwargs) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+
+class FrozenParamState(_WritesThroughSetItem):
     """One parameter's state while `step` runs: no new keys, no rebinding."""
 
     # Made for every parameter at every step: slots keep that cheap.
@@ -101,20 +122,6 @@ class FrozenParamState(dict):
             dict.__setitem__(self, key, value)
             self._plain[key] = value
 
-    def setdefault(self, key, default=None):
-        if key in self:
-            return dict.__getitem__(self, key)
-        self[key] = default
-        return default
-
-    def update(self, *args, **kwargs) -> None:
-        for key, value in dict(*args, **kwargs).items():
-            self[key] = value
-
-    def __ior__(self, other):
-        self.update(other)
-        return self
-
     def __delitem__(self, key) -> None:
         if key in self:
             self._check_removal(key)
@@ -141,7 +148,7 @@ class FrozenParamState(dict):
         self._plain.clear()
 
 
-class FrozenParamGroup(dict):
+class FrozenParamGroup(_WritesThroughSetItem):
     """One param group while `step` runs: a tensor under a key the group did not have is
     CS101 (made by the first step only, that step's graph differs from the others');
     every other write goes through to the group. (A Python number a step adds is no
@@ -174,20 +181,6 @@ class FrozenParamGroup(dict):
         dict.__setitem__(self, key, value)
         self._plain[key] = value
 
-    def setdefault(self, key, default=None):
-        if key in self:
-            return dict.__getitem__(self, key)
-        self[key] = default
-        return default
-
-    def update(self, *args, **kwargs) -> None:
-        for key, value in dict(*args, **kwargs).items():
-            self[key] = value
-
-    def __ior__(self, other):
-        self.update(other)
-        return self
-
     def __delitem__(self, key) -> None:
         dict.__delitem__(self, key)
         self._plain.pop(key, None)
@@ -197,7 +190,7 @@ class FrozenParamGroup(dict):
         return dict.pop(self, key, *default)
 
 
-class FrozenOptimizerState(dict):
+class FrozenOptimizerState(_WritesThroughSetItem):
     """`optimizer.state` while `step` runs.
 
     Reading the state of a parameter that has none is allowed (torch's
@@ -256,20 +249,6 @@ class FrozenOptimizerState(dict):
             )
         self._original[param] = value
         dict.__setitem__(self, param, self._view(param, value))
-
-    def setdefault(self, param, default=None):
-        if param in self:
-            return dict.__getitem__(self, param)
-        self[param] = default
-        return self[param]
-
-    def update(self, *args, **kwargs) -> None:
-        for param, value in dict(*args, **kwargs).items():
-            self[param] = value
-
-    def __ior__(self, other):
-        self.update(other)
-        return self
 
     def __delitem__(self, param) -> None:
         self._refuse_removal(param)
