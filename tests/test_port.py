@@ -1086,6 +1086,19 @@ def test_what_is_left_in_another_files_function_a_class_reaches_is_left_in_the_c
     assert listed == [("optimizers/_scalars.py", 5, "CS204")]
 
 
+def test_a_cast_in_the_else_of_a_check_stays_unless_it_is_to_what_the_state_was_made_like(
+        tmp_path: Path):
+    """`else: state["m"] = state["m"].type_as(p_fp32)` goes with the check only where the
+    check made `state["m"]` like `p_fp32`; a cast to something else keeps the check."""
+    source = (FIXTURES / "port" / "recast_state.in.py").read_text()
+    other = tmp_path / "cast_elsewhere.py"
+    other.write_text(source.replace('state["momentum"].type_as(p_fp32)',
+                                    'state["momentum"].type_as(grad)'))
+    ported = port_file(str(other), Config())
+    assert [found.remaining for found in ported.classes] == [("CS101", "CS103")]
+    assert b'state["momentum"].type_as(grad)' in ported.ported
+
+
 def test_a_helper_of_another_file_that_hands_a_tensor_back_as_a_number_is_not_called(
         tmp_path: Path, monkeypatch):
     """`as_number(step)` where the helpers module's `as_number(x)` is `x.item() if

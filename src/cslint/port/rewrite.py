@@ -1384,7 +1384,7 @@ class _LazyStatePlan:
         # to it after (`self.maximize_gradient(state["m"])`): `_FirstStep`.
         first_steps: dict[int, _FirstStep] = {}  # by id of their check
         for guard in guards:
-            if guard.orelse:
+            if not all(_recasts_what_it_made(s, guard, state_name) for s in guard.orelse):
                 return False
             for statement in guard.body:
                 if _is_step_counter(statement, state_name):
@@ -2620,6 +2620,29 @@ def _state_key_written(node: ast.AST) -> str | None:
                     and isinstance(target.slice.value, str):
                 return target.slice.value
     return None
+
+
+def _recasts_what_it_made(statement: ast.stmt, guard: ast.If, state_name: str) -> bool:
+    """`state["m"] = state["m"].type_as(p_fp32)` in the `else` of a check whose body
+    makes `state["m"] = torch.zeros_like(p_fp32)` (fairseq's fp16 pattern, timm's
+    RAdamLegacy): the state has that tensor's dtype already, so the cast changes nothing
+    once the state is made like it in preinitialize, and goes with the check."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+        return False
+    key = _state_key(statement.targets[0], state_name)
+    value = statement.value
+    if key is None or not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                           and value.func.attr == "type_as" and len(value.args) == 1
+                           and not value.keywords and isinstance(value.args[0], ast.Name)
+                           and _state_key(value.func.value, state_name) == key):
+        return False
+    like = value.args[0].id
+    return any(isinstance(made, ast.Assign) and len(made.targets) == 1
+               and _state_key(made.targets[0], state_name) == key
+               and isinstance(made.value, ast.Call) and isinstance(made.value.func, ast.Attribute)
+               and made.value.func.attr == "zeros_like" and made.value.args
+               and isinstance(made.value.args[0], ast.Name) and made.value.args[0].id == like
+               for made in guard.body)
 
 
 def _is_step_counter(statement: ast.stmt, state_name: str) -> bool:
