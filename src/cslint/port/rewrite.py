@@ -2662,11 +2662,22 @@ def _only_creates(statement: ast.stmt, state_name: str) -> bool:
     if isinstance(statement, ast.Assign):
         return all(_state_key(t, state_name) is not None for t in statement.targets) \
             and not _reads_grad_values(statement.value) \
-            and not _mentions(statement.value, state_name)
+            and _reads_state_metadata_only(statement.value, state_name)
     if isinstance(statement, ast.If):
         return not _mentions(statement.test, state_name) and not _mentions_grad(statement.test) \
             and all(_only_creates(s, state_name) for s in statement.body + statement.orelse)
     return False
+
+
+def _reads_state_metadata_only(node: ast.AST, state_name: str) -> bool:
+    """No state read but an entry's device, dtype or shape (`torch.zeros([]).to(
+    state["exp_avg"].device)`, timm's NvNovoGrad: made just before, in the same order
+    in preinitialize)."""
+    metadata = {id(n.value.value) for n in ast.walk(node)
+                if isinstance(n, ast.Attribute) and n.attr in ("device", "dtype", "shape")
+                and isinstance(n.value, ast.Subscript) and isinstance(n.value.value, ast.Name)}
+    return all(id(n) in metadata for n in ast.walk(node)
+               if isinstance(n, ast.Name) and n.id == state_name)
 
 
 def _under_gradient_test(statement: ast.stmt, state_name: str) -> list[ast.stmt] | None:
