@@ -1561,12 +1561,16 @@ class _LazyStatePlan:
             if not targets or getattr(node, "value", None) is None:
                 return False
             for target in targets:
-                root = target.value if isinstance(target, ast.Subscript) else target
-                if not isinstance(root, ast.Name) or (
-                        isinstance(target, ast.Subscript) and _mentions(target, state_name)):
-                    return False
-                names.add(root.id)
-            return not _mentions_grad(node.value) and not _mentions(node.value, state_name) \
+                # (`dc, dr = factored_dims`: each name its own)
+                for part in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    root = part.value if isinstance(part, ast.Subscript) else part
+                    if not isinstance(root, ast.Name) or (
+                            isinstance(part, ast.Subscript) and _mentions(part, state_name)):
+                        return False
+                    names.add(root.id)
+            # (`shape = p.grad.shape`: the parameter's shape, renamed where it moves)
+            return not _reads_grad_values(node.value) \
+                and not _mentions(node.value, state_name) \
                 and not _reads_values_of(node.value, gradients, param)
 
         if not local_work(statement) or not names:
@@ -1687,7 +1691,8 @@ class _LazyStatePlan:
         while needed:
             name = needed.pop()
             source = next((s for s in reversed(candidates) if name in _assigned_names(s)), None)
-            if source is None or _mentions_grad(source.value):
+            # (`shape = p.grad.shape`: the parameter's shape; renamed below.)
+            if source is None or _reads_grad_values(source.value):
                 return None
             if source not in chosen:
                 chosen.append(source)
@@ -2703,6 +2708,8 @@ def _reads_grad_metadata_only(node: ast.AST) -> bool:
 # Calls and attributes of a tensor that give only its shape, dtype or device.
 _LIKE_CREATIONS = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
                              "randn_like"})
+# `g.new_zeros(shape)` takes only the dtype and device of `g`.
+_NEW_CREATIONS = frozenset({"new_zeros", "new_ones", "new_empty", "new_full"})
 _SHAPE_ATTRIBUTES = frozenset({"dtype", "device", "shape", "ndim", "is_complex", "size", "dim",
                                "numel", "layout"})
 
@@ -2744,7 +2751,7 @@ def _shape_only_uses(statement: ast.AST, gradients: set[str], param: str | None
             continue
         parent = parents.get(id(node))
         if isinstance(parent, ast.Attribute) and parent.value is node \
-                and parent.attr in _SHAPE_ATTRIBUTES:
+                and (parent.attr in _SHAPE_ATTRIBUTES or parent.attr in _NEW_CREATIONS):
             found.append(used)
         elif isinstance(parent, ast.Call) and parent.args and parent.args[0] is node \
                 and isinstance(parent.func, ast.Attribute) and parent.func.attr in _LIKE_CREATIONS:
