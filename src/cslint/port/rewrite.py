@@ -1445,8 +1445,9 @@ class _LazyStatePlan:
         for statement in prelude + moved:
             for name in _shape_only_uses(statement, gradients, param):
                 renamed[id(name)] = param
-            if any(isinstance(n, ast.Name) and n.id in gradients and id(n) not in renamed
-                   for n in ast.walk(statement)):
+            if any((isinstance(n, ast.Name) and n.id in gradients
+                    or isinstance(n, ast.Attribute) and n.attr == "grad")
+                   and id(n) not in renamed for n in ast.walk(statement)):
                 return False  # its values (`torch.clone(grad)`): not known before step
 
         text, newline = r.text, _newline(r.text)
