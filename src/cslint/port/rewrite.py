@@ -472,34 +472,43 @@ class _Rewriter:
                        and _loaded_names(statement.value) <= module_names
                        for statement in guard.body):
                 continue
-            return self._moved_to_preinitialize(owner, guard.body) + [self._removal_of(guard)]
+            moved = self._moved_to_preinitialize(owner, guard.body)
+            if moved is not None:
+                return [moved, _removal(self, guard)]
         return []
 
     def _moved_to_preinitialize(self, owner: ast.ClassDef, statements: list[ast.stmt]
-                                ) -> list[Edit]:
+                                ) -> Edit | None:
         """`statements` (of a method of `owner`) at the end of its preinitialize(), made
         before step() when it has none."""
         methods = _methods(owner)
         step, existing = methods["step"], methods.get("preinitialize")
-        newline = _newline(self.text)
         indent = self.indent_of(step)
         unit = _unit_indent(self.text, step, indent)
         lines = [f"{indent}def preinitialize(self):"] if existing is None else []
         for statement in statements:
             lines.extend(_reindented(self, statement, indent + unit))
+        return self.preinitialize_edit(step, existing, lines)
+
+    def preinitialize_edit(self, step: ast.FunctionDef, existing: ast.FunctionDef | None,
+                           lines: list[str]) -> Edit | None:
+        """`lines` into the class: a new preinitialize() before `step` (`lines` then
+        start with its `def`), in place of the class's own `preinitialize(self): pass`,
+        or at the end of its preinitialize(). None where that is the file's last line
+        (it is not, after a generated one)."""
+        newline = _newline(self.text)
         placeholder = _placeholder_body(existing)
         if existing is None:
             at = self.line_start(_first_line(step))
-            return [Edit(at, at, newline.join(lines) + newline + newline)]
-        if placeholder is not None:
-            return [Edit(self.line_start(placeholder.lineno),
-                         self.line_start(placeholder.end_lineno + 1),
-                         newline.join(lines) + newline)]
-        at = self.line_start(existing.end_lineno + 1)
-        return [Edit(at, at, newline.join(lines) + newline)]
-
-    def _removal_of(self, statement: ast.stmt) -> Edit:
-        return _removal(self, statement)
+            return Edit(at, at, newline.join(lines) + newline + newline)
+        if placeholder is not None and placeholder.end_lineno < len(self.source.lines):
+            return Edit(self.line_start(placeholder.lineno),
+                        self.line_start(placeholder.end_lineno + 1),
+                        newline.join(lines) + newline)
+        if existing.end_lineno < len(self.source.lines):
+            at = self.line_start(existing.end_lineno + 1)
+            return Edit(at, at, newline.join(lines) + newline)
+        return None
 
     def stateless_edits(self, classes: list[ast.ClassDef]) -> list[Edit]:
         """An empty preinitialize() before step() of each class that creates no state
@@ -1476,20 +1485,10 @@ class _LazyStatePlan:
                              for key in first_step.key_nodes)
                 lines.append(f"{depth}{state_name}[{first_step.flag_code(r)}] = "
                              f"{alias}.zeros(())")
-        placeholder = _placeholder_body(existing)
-        if existing is None:
-            at = r.line_start(_first_line(step))
-            self.edits.append(Edit(at, at, newline.join(lines) + newline + newline))
-        elif placeholder is not None and placeholder.end_lineno < len(r.source.lines):
-            # The class's own `preinitialize(self): pass`: the creations take its place.
-            self.edits.append(Edit(r.line_start(placeholder.lineno),
-                                   r.line_start(placeholder.end_lineno + 1),
-                                   newline.join(lines) + newline))
-        elif existing.end_lineno < len(r.source.lines):
-            at = r.line_start(existing.end_lineno + 1)
-            self.edits.append(Edit(at, at, newline.join(lines) + newline))
-        else:
-            return False  # (the file's last line: does not happen after a generated one)
+        edit = r.preinitialize_edit(step, existing, lines)
+        if edit is None:
+            return False
+        self.edits.append(edit)
         for guard in guards:
             if id(guard) in first_steps:
                 self.edits.append(Edit(*r.span(guard), first_steps[id(guard)].selection(r)))
@@ -2006,21 +2005,26 @@ def _group_counters(r: _Rewriter, owner: ast.ClassDef
         if name in _RESTORING_METHODS:
             continue
         parameters = {a.arg for a in method.args.args}
+
+        def in_group(node: ast.AST, container: str | None) -> bool:
+            """`container` is the param group at `node`: the `for` over them around it,
+            or the method's `group` parameter."""
+            loop = next((a for a in r.ancestors(node) if isinstance(a, ast.For)
+                         and _group_name(a) is not None), None)
+            return container is not None and (
+                (loop is not None and _group_name(loop) == container)
+                or container in parameters and container in ("group", "param_group"))
+
         for node in ast.walk(method):
             if _counts_in_place(node):
-                call = node.value
-                entry = found.setdefault(call.func.value.slice.value, {
-                    "node": call.func.value.slice, "counts": 0, "starts": []})
-                container = call.func.value.value
-                loop = next((a for a in r.ancestors(node) if isinstance(a, ast.For)
-                             and _group_name(a) is not None), None)
-                if isinstance(container, ast.Name) and (
-                        loop is not None and _group_name(loop) == container.id
-                        or container.id in parameters and container.id in ("group",
-                                                                            "param_group")):
+                place = node.value.func.value
+                entry = found.setdefault(place.slice.value, {
+                    "node": place.slice, "counts": 0, "starts": []})
+                if in_group(node, place.value.id if isinstance(place.value, ast.Name)
+                            else None):
                     entry["counts"] += 1
                 else:
-                    rejected.add(call.func.value.slice.value)
+                    rejected.add(place.slice.value)
                 continue
             if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                 continue
@@ -2033,12 +2037,8 @@ def _group_counters(r: _Rewriter, owner: ast.ClassDef
                 entry = found.setdefault(key, {"node": target.slice, "counts": 0, "starts": []})
                 container = target.value.id if isinstance(target.value, ast.Name) else None
                 if isinstance(node, ast.AugAssign):
-                    loop = next((a for a in r.ancestors(node) if isinstance(a, ast.For)
-                                 and _group_name(a) is not None), None)
-                    in_group = container is not None and (
-                        (loop is not None and _group_name(loop) == container)
-                        or container in parameters and container in ("group", "param_group"))
-                    if isinstance(node.op, ast.Add) and _is_number(node.value) and in_group:
+                    if isinstance(node.op, ast.Add) and _is_number(node.value) \
+                            and in_group(node, container):
                         entry["counts"] += 1
                         continue
                 elif isinstance(node, ast.Assign) and len(targets) == 1 \

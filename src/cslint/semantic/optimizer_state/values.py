@@ -111,8 +111,9 @@ class DictLiteral:
     entries: tuple  # ((key value, value value, value node), ...)
 
 
-Value = Union[None, _Optimizer, _StateMap, _ParamGroups, _ParamGroup, ParamState, StateTensor, Derived, Strings,
-              IteratedKey, EagerConstant, StateItems, ValueTuple, DictLiteral]
+Value = Union[None, _Optimizer, _StateMap, _ParamGroups, _ParamGroup, ParamState,
+              StateTensor, Derived, Strings, IteratedKey, EagerConstant, StateItems,
+              ValueTuple, DictLiteral]
 
 
 def join(a: Value, b: Value) -> Value:

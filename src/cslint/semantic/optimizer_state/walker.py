@@ -13,7 +13,8 @@ from cslint.semantic.optimizer_state.facts import (
 )
 from cslint.semantic.optimizer_state.guards import means_absent
 from cslint.semantic.optimizer_state.values import (
-    OPTIMIZER, PARAM_GROUP, PARAM_GROUPS, STATE_MAP, Derived, DictLiteral, EagerConstant, IteratedKey, ParamState,
+    OPTIMIZER, PARAM_GROUP, PARAM_GROUPS, STATE_MAP, Derived, DictLiteral, EagerConstant,
+    IteratedKey, ParamState,
     Role, StateItems, StateTensor, Strings, Value, ValueTuple, derive, join,
 )
 from cslint.semantic.project import ClassRef
@@ -600,8 +601,7 @@ def _python_number(node: ast.AST) -> bool:
     """A number computed on the host from constants and the object's attributes (`0`,
     `self.warmup_epoch + 1`)."""
     if isinstance(node, ast.Constant):
-        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool) \
-            or node.value is None or isinstance(node.value, bool)
+        return isinstance(node.value, (int, float)) or node.value is None  # (bool is an int)
     if isinstance(node, ast.UnaryOp):
         return _python_number(node.operand)
     if isinstance(node, ast.BinOp):
