@@ -456,13 +456,7 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
             lines.extend(indent + line for line in _restore(shown[code], before[code],
                                                             kinds[code], unit))
         for inner in statement.orelse:
-            moved = _reindented(r, inner, indent)
-            if inner is statement.orelse[0] and isinstance(inner, ast.If) and \
-                    r.source.line_text(inner.lineno)[inner.col_offset:].startswith("elif"):
-                # An `elif` is the second branch's `if`.
-                at = next(i for i, line in enumerate(moved) if line.lstrip().startswith("elif"))
-                moved[at] = moved[at].replace("elif", "if", 1)
-            lines.extend(moved)
+            lines.extend(_reindented(r, inner, indent))  # (an `elif` becomes an `if`)
     for code in places:
         place = shown[code]
         if code in selected_places:

@@ -1411,7 +1411,8 @@ class _LazyStatePlan:
                         first_steps[id(guard)] = _FirstStep(guard, state_name, _option_conjuncts(
                             guard.test, state_name, gradients))
                     first_steps[id(guard)].add(key, statement)
-                elif (creations := _under_gradient_test(statement, state_name)) is not None:
+                elif (creations := _under_gradient_test(statement, state_name,
+                                                          gradients)) is not None:
                     # `if p.grad.is_sparse: state["k"] = zeros_like(p)`: preinitialize has
                     # no gradient to test, so the state is made for every parameter
                     # (zeros the step never reads where the test is false).
@@ -2285,6 +2286,11 @@ def _reindented(r: _Rewriter, statement: ast.stmt, indent: str,
         raw = lines[name.lineno - first].encode()
         lines[name.lineno - first] = (raw[:name.col_offset] + renamed[id(name)].encode()
                                       + raw[name.end_col_offset:]).decode()
+    head = lines[statement.lineno - first].encode()
+    if isinstance(statement, ast.If) and head[statement.col_offset:].startswith(b"elif"):
+        # The `elif` of a chain whose first branch stays: an `if` of its own here.
+        lines[statement.lineno - first] = (head[:statement.col_offset] + b"if"
+                                           + head[statement.col_offset + 4:]).decode()
     old = r.indent_of(statement)
     moved = [indent + line[len(old):] if line.startswith(old) else line for line in lines]
     text = "\n".join(moved)
@@ -2664,15 +2670,34 @@ def _is_step_counter(statement: ast.stmt, state_name: str) -> bool:
 
 
 def _only_creates(statement: ast.stmt, state_name: str) -> bool:
-    """Assignments to state entries, under tests of options only."""
+    """Assignments to state entries, under tests of options only and in loops over a
+    range (`for i in range(rank): state[f"accumulator_{i}"] = ...`, SM3's)."""
     if isinstance(statement, ast.Assign):
-        return all(_state_key(t, state_name) is not None for t in statement.targets) \
+        return all(_entry_of(t, state_name) for t in statement.targets) \
             and not _reads_grad_values(statement.value) \
             and _reads_state_metadata_only(statement.value, state_name)
     if isinstance(statement, ast.If):
         return not _mentions(statement.test, state_name) and not _mentions_grad(statement.test) \
             and all(_only_creates(s, state_name) for s in statement.body + statement.orelse)
+    if isinstance(statement, ast.For):
+        return isinstance(statement.target, ast.Name) and not statement.orelse \
+            and _is_range(statement.iter) and not _mentions(statement.iter, state_name) \
+            and not _mentions_grad(statement.iter) \
+            and all(_only_creates(s, state_name) for s in statement.body)
     return False
+
+
+def _entry_of(target: ast.expr, state_name: str) -> bool:
+    """`state["k"]`, or `state[f"k_{i}"]` (a key formatted from the loop's names)."""
+    return _state_key(target, state_name) is not None or (
+        isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+        and target.value.id == state_name and isinstance(target.slice, ast.JoinedStr))
+
+
+def _is_range(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+        and node.func.id == "range" and not node.keywords \
+        and not any(isinstance(a, ast.Starred) for a in node.args)
 
 
 def _reads_state_metadata_only(node: ast.AST, state_name: str) -> bool:
@@ -2686,15 +2711,36 @@ def _reads_state_metadata_only(node: ast.AST, state_name: str) -> bool:
                if isinstance(n, ast.Name) and n.id == state_name)
 
 
-def _under_gradient_test(statement: ast.stmt, state_name: str) -> list[ast.stmt] | None:
+def _under_gradient_test(statement: ast.stmt, state_name: str, gradients: set[str]
+                         ) -> list[ast.stmt] | None:
     """The creations of `if <a test of the gradient's metadata>: <creations>` (no
-    `else`), to be made unconditionally; None for any other statement."""
-    if not (isinstance(statement, ast.If) and not statement.orelse
+    `else`), to be made unconditionally; of `if grad.is_sparse: ... else: <creations>`,
+    the dense branch's (the system's gradients are dense; the other branch stays in
+    step); None for any other statement."""
+    if not (isinstance(statement, ast.If) and not _mentions(statement.test, state_name)):
+        return None
+    dense = _dense_branch(statement, gradients)
+    if dense is not None:
+        return list(dense) if all(_only_creates(s, state_name) for s in dense) else None
+    if not (not statement.orelse
             and _mentions_grad(statement.test) and _reads_grad_metadata_only(statement.test)
-            and not _mentions(statement.test, state_name)
             and all(_only_creates(s, state_name) for s in statement.body)):
         return None
     return list(statement.body)
+
+
+def _dense_branch(statement: ast.If, gradients: set[str]) -> list[ast.stmt] | None:
+    """The branch of `if grad.is_sparse:` (or `if not grad.is_sparse:`) that a dense
+    gradient takes; None for any other test, or an empty branch."""
+    test, negated = statement.test, False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, True
+    if not (isinstance(test, ast.Attribute) and test.attr == "is_sparse"
+            and (isinstance(test.value, ast.Name) and test.value.id in gradients
+                 or isinstance(test.value, ast.Attribute) and test.value.attr == "grad")):
+        return None
+    branch = statement.body if negated else statement.orelse
+    return branch or None
 
 
 def _reads_grad_metadata_only(node: ast.AST) -> bool:
