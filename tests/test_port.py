@@ -181,6 +181,62 @@ def test_verify_compares_only_the_options_the_original_runs(tmp_path: Path):
     assert failed.numbers_equal is False and failed.problem.startswith("the port's step fails")
 
 
+_FLAGGED_GROUPS = """
+import torch
+from torch.optim import Optimizer
+
+
+class SplitSign(Optimizer):
+    \"\"\"Sign steps for the groups flagged `use_sign`, SGD for the others (the way
+    Muon's groups are given).\"\"\"
+
+    def __init__(self, params, lr=0.01):
+        params = list(params)
+        for group in params:
+            if "use_sign" not in group:
+                raise ValueError("`use_sign` must be set.")
+            if group["use_sign"]:
+                group["lr"] = group.get("lr", lr) / 10
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                update = torch.sign(p.grad) if group["use_sign"] else p.grad
+                p.add_(update, alpha=-group["lr"])
+"""
+
+
+def test_verify_gives_flagged_param_groups_to_a_class_that_requires_them(tmp_path: Path):
+    """A constructor that wants a flag in every param group (Muon's `use_muon`) cannot
+    take a plain list of parameters: verify runs it with a group of each flag value."""
+    from cslint.port.verify import verify_port
+
+    source = tmp_path / "split_sign.py"
+    source.write_text(_FLAGGED_GROUPS)
+    ported = port_file(str(source), Config())
+    assert ported.ported != source.read_bytes() and not ported.findings
+    verified = verify_port(str(source), ported.ported, ["SplitSign"], steps=8)["SplitSign"]
+    assert (verified.numbers_equal, verified.strict_clean, verified.problem) == (True, True, None)
+    # Tested for but not a flag the constructor branches on: the failure is reported.
+    unflagged = _FLAGGED_GROUPS.replace('if group["use_sign"]:\n                group',
+                                        'if group.get("use_sign"):\n                group')
+    source.write_text(unflagged)
+    verified = verify_port(str(source), port_file(str(source), Config()).ported,
+                           ["SplitSign"], steps=8)["SplitSign"]
+    assert verified.numbers_equal is None
+    assert verified.problem.startswith("the original fails with the defaults: ")
+    # A port that changes the flagged groups' update only is caught.
+    source.write_text(_FLAGGED_GROUPS)
+    wrong = ported.ported.replace(b"torch.sign(p.grad)", b"torch.sign(p.grad) * 2")
+    assert wrong != ported.ported
+    verified = verify_port(str(source), wrong, ["SplitSign"], steps=8)["SplitSign"]
+    assert verified.numbers_equal is False
+
+
 def test_verify_finds_a_port_that_changes_the_numbers(tmp_path: Path):
     from cslint.port.verify import verify_port
 

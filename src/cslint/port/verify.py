@@ -6,8 +6,11 @@ the linter's process), which imports both classes: `cerebras.pytorch` resolves t
 runtime reference `cslint.cstorch`, whose strict mode is on. For the class's default
 hyperparameters and each of its boolean options flipped, both optimizers run STEPS
 steps on random float32 parameters of shapes 1-D, 2-D and 4-D with the same random
-gradients; the port has a cstorch LR scheduler with a closed form attached, and the
-original gets the same learning rate as a Python float before each step. The port's
+gradients (where the constructor requires a flag in every param group, Muon's
+`use_muon`, in two groups: True for the matrices and larger, False for the vectors);
+the port has a cstorch LR scheduler with a closed form attached (one lr for every
+group, as a closed form gives), and the original gets the same learning rate as a
+Python float before each step. The port's
 step runs as a `cstorch.trace`d step: the graphs of its first calls must not change
 (CS501), as on the system, where the step's Python runs once.
 """
@@ -246,13 +249,27 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
     start = [torch.randn(shape, generator=generator) for shape in SHAPES]
     original_params = [torch.nn.Parameter(t.clone()) for t in start]
     ported_params = [torch.nn.Parameter(t.clone()) for t in start]
+    grouped = lambda params: params  # noqa: E731 - a plain list of parameters
     try:
         original = original_cls(original_params, **options)
     except Exception as error:  # noqa: BLE001
-        return {"problem": f"the original fails with {what}: {_one_line(error)}",
-                "original_failed": True}
+        flags = _group_flags(original_cls)
+        if not flags:
+            return {"problem": f"the original fails with {what}: {_one_line(error)}",
+                    "original_failed": True}
+        # Param groups that must carry a flag (Muon's `use_muon`): each value is run,
+        # True on the matrices and tensors of more dimensions, False on the vectors.
+        def grouped(params):
+            return [{"params": [q for q in params if (q.dim() >= 2) == value],
+                     **{flag: value for flag in flags}} for value in (True, False)]
+        try:
+            original = original_cls(grouped(original_params), **options)
+        except Exception:  # noqa: BLE001 - the first failure is the one to report
+            return {"problem": f"the original fails with {what}: {_one_line(error)}",
+                    "original_failed": True}
+        what += " and param groups with " + ", ".join(f"{flag}=True/False" for flag in flags)
     try:
-        ported = ported_cls(ported_params, **options)
+        ported = ported_cls(grouped(ported_params), **options)
         base_lr = float(original.param_groups[0].get("lr", 1e-3))
         scheduler = _schedule(cstorch, torch, base_lr, steps)(ported, total_iters=steps)
     except compliance_error as error:
@@ -291,6 +308,44 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
                                <= ATOL + RTOL * o.detach().abs()))
                 for p, o in zip(ported_params, original_params))
     return {"numbers_equal": equal, "strict_clean": True, "codes": []}
+
+
+def _group_flags(cls) -> list[str]:
+    """The flags a constructor in the class's MRO wants in every param group: a key that
+    a loop over the groups requires (`if "use_muon" not in group: raise ValueError(...)`,
+    right in the loop's body) and that the constructor then tests (`if
+    group["use_muon"]:`)."""
+    import ast
+    import inspect
+    import textwrap
+
+    flags: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None or klass.__module__.split(".")[0] == "torch":
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(init)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        tested = {(test.value.id, test.slice.value) for node in ast.walk(tree)
+                  if isinstance(node, ast.If) and isinstance(test := node.test, ast.Subscript)
+                  and isinstance(test.value, ast.Name) and isinstance(test.slice, ast.Constant)}
+        for loop in ast.walk(tree):
+            if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)):
+                continue
+            for statement in loop.body:
+                test = statement.test if isinstance(statement, ast.If) else None
+                if isinstance(test, ast.Compare) and len(test.ops) == 1 \
+                        and isinstance(test.ops[0], ast.NotIn) \
+                        and isinstance(test.left, ast.Constant) \
+                        and isinstance(test.left.value, str) \
+                        and isinstance(test.comparators[0], ast.Name) \
+                        and test.comparators[0].id == loop.target.id \
+                        and any(isinstance(s, ast.Raise) for s in statement.body) \
+                        and (loop.target.id, test.left.value) in tested:
+                    flags.add(test.left.value)
+    return sorted(flags)
 
 
 def _one_line(error: BaseException) -> str:
