@@ -17,6 +17,9 @@ TENSOR_LOOP_BOUND = "use a fixed number of iterations (a hyperparameter) and mas
 # .item(), float(), .tolist(), printing, formatting or logging a device tensor.
 HOST_READ = "keep it a tensor (torch ops), or log it from a @cstorch.step_closure function"
 
+# `torch.tensor([t1, t2])`: the tensors' values copied through the host into a new one.
+TENSORS_TO_TENSOR = "build it with torch.stack (or torch.cat) of the tensors, a tensor op"
+
 # A device tensor turned into a Python int by `__index__` (a list index).
 TENSOR_AS_INDEX = (
     "index with tensors (torch.index_select, gather) or with Python ints known from "

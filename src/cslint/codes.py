@@ -61,8 +61,9 @@ CODES: dict[str, Code] = {
         Code("CS204", "tensor-materialized",
              "device tensor value forced to the host", runtime=True,
              runtime_detail=("`Tensor.item`, `tolist`, `numpy`, `__float__`, `__int__`, "
-                             "`__index__`, `__repr__` / `__format__`, `torch.equal`, and "
-                             "scalar reads of device values")),
+                             "`__index__`, `__repr__` / `__format__`, `torch.equal`, "
+                             "`torch.tensor` of a list of device values, and scalar reads "
+                             "of device values")),
         Code("CS205", "lr-as-python-scalar",
              "scheduled hyperparameter (a tensor) passed where a Python number is required",
              runtime=True,

@@ -812,12 +812,39 @@ _CONVERSION = "conversion"
 _METADATA = "metadata"
 _ONE_HOT = "one_hot"
 _HOOK = "hook"
+_FROM_DATA = "from_data"
 _SPECIAL_FUNCTIONS: dict[object, str] = {
     **{func: _HOOK for func in _HOOK_REGISTRATIONS},
     **{func: _CONVERSION for func in _HOST_CONVERSIONS},
     **{func: _METADATA for func in _METADATA_ONLY_FUNCTIONS},
     torch.nn.functional.one_hot: _ONE_HOT,
+    torch.tensor: _FROM_DATA,
+    torch.as_tensor: _FROM_DATA,
+    torch.asarray: _FROM_DATA,
 }
+
+
+def _check_data_of(func, args, kwargs) -> None:
+    """`torch.tensor([t1, t2])`, `torch.as_tensor((t, 1.0))`: PyTorch reads each
+    tensor of a (nested) list or tuple as a number, in C, where no mode sees the
+    read. A single tensor is copied (`torch.tensor(t)`), reading no value."""
+    data = args[0] if args else kwargs.get("data")
+    if type(data) is not list and type(data) is not tuple:
+        return
+    pending = [data]
+    while pending:
+        values = pending.pop()
+        origin = origin_among(values)
+        if origin is not None:
+            raise compliance_error(
+                "CS204",
+                f"`{_op_name(func)}` of a list reads {origin.description} on the host "
+                "(each tensor of the list is read as a number)",
+                advice.TENSORS_TO_TENSOR,
+                owner=current_owner(),
+                site=user_site(),
+            )
+        pending.extend(v for v in values if type(v) is list or type(v) is tuple)
 
 _strict_setting = strict_mode._setting
 _NO_KEYWORDS: dict = {}  # shared by calls without keywords; never written
@@ -893,6 +920,9 @@ class _HostConversionMode(TorchFunctionMode):
                     origin = _origin_of_inputs(args[1:], kwargs)
                 elif special is _HOOK:
                     state.hooks_registered = True  # backward passes run Python now
+                elif special is _FROM_DATA:
+                    if state.host_side == 0 and _strict_setting.enabled:
+                        _check_data_of(func, args, kwargs)
                 elif state.host_side == 0 and _strict_setting.enabled:
                     _check_one_hot(args, kwargs)
             # `_may_hide_host_read`'s commonest answer, inlined: two-operand

@@ -89,7 +89,12 @@ class TensorMaterialized(_TracedRule):
                    "`p.add_(t * g)`; the floating-point order changes")
 
     def findings(self, context, fact):
-        if type(fact) is HostRead:
+        if type(fact) is HostRead and fact.of_list:
+            yield context.finding(self, fact.node, (
+                f"{fact.reader} of a list reads each tensor in it on the host as a number: "
+                f"`{source_snippet(fact.subject)}` holds device tensors ({_chain(fact.chain)}); "
+                f"{advice.TENSORS_TO_TENSOR}"))
+        elif type(fact) is HostRead:
             yield context.finding(self, fact.node, (
                 f"{fact.reader} reads a tensor value on the host: "
                 f"{_is_device_tensor(fact.subject, fact.chain)}; {advice.HOST_READ}"))

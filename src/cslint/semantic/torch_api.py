@@ -224,3 +224,8 @@ TORCH_DTYPES = frozenset({
     "int16", "short", "int32", "int", "int64", "long", "bool", "complex64", "complex128",
     "cfloat", "cdouble", "float8_e4m3fn", "float8_e5m2",
 })
+
+
+# Constructors from data: given a list or tuple, they read each tensor in it as a number
+# (`torch.tensor([t1, t2])`); given one tensor, they copy it.
+TENSORS_FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray"})

@@ -16,7 +16,8 @@ from cslint.semantic.torch_api import (
     BOOLEAN_OPS, COMPILE, CREATION_SIZE_FUNCTIONS, DATA_DEPENDENT_SHAPE, DEVICE_FUNCTIONS,
     FOREACH_NUMBER_ARGUMENTS, FOREACH_SCALAR_ARGUMENTS, is_tensor_op,
     HOST_BUILTINS, HOST_READ_METHODS, ITERATION_BUILTINS, LOG_METHODS, LOGGER_NAMES,
-    METADATA_METHODS, NON_TENSOR_TORCH, SCALAR_ARGUMENTS, SIZE_METHODS, TRUTH_METHODS,
+    METADATA_METHODS, NON_TENSOR_TORCH, SCALAR_ARGUMENTS, SIZE_METHODS, TENSORS_FROM_DATA,
+    TRUTH_METHODS,
 )
 
 if TYPE_CHECKING:
@@ -472,6 +473,12 @@ class CallEvaluator:
                 walker.host_read(node, node, device[0], f"`{qualified}()`")
             return None
         self.check_scalar_arguments(name, method=False)
+        if qualified in TENSORS_FROM_DATA:
+            given = node.args[0] if node.args else next(
+                (k.value for k in node.keywords if k.arg == "data"), None)
+            listed = _device_element(self.args[0] if self.args else self.keywords.get("data"))
+            if given is not None and listed is not None:
+                walker.host_read(given, given, listed, f"`{qualified}()`", of_list=True)
         if name in ("full", "full_like"):
             fill = self.keywords.get("fill_value", self.args[1] if len(self.args) > 1 else None)
             fill_node = next((k.value for k in node.keywords if k.arg == "fill_value"),
@@ -559,6 +566,23 @@ class CallEvaluator:
                 for item_node, item in zip(getattr(arg, "elts", []), value.items):
                     if is_device(item):
                         self.walker.scalar_argument(item_node, item, position)
+
+
+def _device_element(value: Value, depth: int = 0) -> Tensor | None:
+    """A device tensor among the elements of a list or tuple (nested ones included)."""
+    if isinstance(value, Sequence):
+        items = value.items
+    elif isinstance(value, Container) and not value.mapping:
+        items = (value.element,)
+    else:
+        return None
+    for item in items:
+        if is_device(item):
+            return item
+        found = _device_element(item, depth + 1) if depth < 3 else None
+        if found is not None:
+            return found
+    return None
 
 
 _UNHANDLED = object()

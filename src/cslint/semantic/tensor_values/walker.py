@@ -64,8 +64,10 @@ class FunctionWalker(StatementWalker):
         self.analysis.record(TruthTest(self.function, node, subject, value.why,
                                        self.condition))
 
-    def host_read(self, node: ast.AST, subject: ast.AST, value: Tensor, reader: str) -> None:
-        self.analysis.record(HostRead(self.function, node, subject, value.why, reader))
+    def host_read(self, node: ast.AST, subject: ast.AST, value: Tensor, reader: str,
+                  of_list: bool = False) -> None:
+        self.analysis.record(HostRead(self.function, node, subject, value.why, reader,
+                                      of_list))
 
     def scalar_argument(self, node: ast.AST, value: Tensor, position: str,
                         method: str | None = None, keyword: str | None = None,
@@ -579,7 +581,8 @@ def _not_tensors(test: ast.expr) -> tuple[set[str], set[str]]:
     """The names that hold no tensor where the test is true, and where it is false:
     `isinstance(x, torch.Tensor)` and `torch.is_tensor(x)` (false: `x` is none),
     `not isinstance(x, Tensor)`,
-    `isinstance(x, float)`, and the operands of `and` where the whole is true."""
+    `isinstance(x, float)`, `all(isinstance(v, float) for v in xs)` (for `xs`), and
+    the operands of `and` where the whole is true."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         when_true, when_false = _not_tensors(test.operand)
         return when_false, when_true
@@ -589,6 +592,17 @@ def _not_tensors(test: ast.expr) -> tuple[set[str], set[str]]:
             and isinstance(test.args[0], ast.Name) \
             and dotted_name(test.func) in ("torch.is_tensor", "is_tensor"):
         return set(), {test.args[0].id}
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) \
+            and test.func.id == "all" and len(test.args) == 1 and not test.keywords \
+            and isinstance(test.args[0], (ast.GeneratorExp, ast.ListComp)) \
+            and len(test.args[0].generators) == 1:
+        # `all(isinstance(v, float) for v in xs)`: where true, `xs` holds no tensor.
+        (loop,) = test.args[0].generators
+        if isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Name) \
+                and not loop.ifs and not loop.is_async \
+                and loop.target.id in _not_tensors(test.args[0].elt)[0]:
+            return {loop.iter.id}, set()
+        return set(), set()
     if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name)
             and test.func.id == "isinstance" and len(test.args) == 2
             and isinstance(test.args[0], ast.Name) and not test.keywords):
