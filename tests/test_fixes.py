@@ -23,7 +23,7 @@ from cslint.diagnostics import Finding, Location, Severity
 from cslint.engine import lint
 from cslint.fixes import cstorch_creation_fix, multiply_ones_fix, replace_call_fix, \
     scale_first_argument_fix, \
-    scale_foreach_argument_fix, weight_list_fix
+    scale_foreach_argument_fix, stack_tensors_fix, weight_list_fix
 from cslint.semantic.torch_api import FOREACH_NUMBER_ARGUMENTS, FOREACH_SCALAR_ARGUMENTS
 from cslint.fixes.apply import fix_findings, fix_source
 from cslint.fixes.write import write_fixed
@@ -103,6 +103,12 @@ def _builder_findings(source: SourceFile, builder: str) -> list[Finding]:
                 not isinstance(fill := _fill_value(node), (ast.Constant, type(None))):
             fix = multiply_ones_fix(node.func.attr)  # (a fill value that is a tensor)
             where = fill
+        elif isinstance(node.func.value, ast.Name) and node.func.value.id == "torch" \
+                and node.func.attr in ("tensor", "as_tensor", "asarray") \
+                and builder.startswith("stack_tensors"):
+            fix = stack_tensors_fix(node.func.attr)  # (a list of device tensors)
+            where = node.args[0] if node.args else next(
+                (k.value for k in node.keywords if k.arg == "data"), None)
         elif isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
             fix = cstorch_creation_fix(node)
         elif node.func.attr in ("add_", "sub_", "addcdiv_", "addcmul_"):
@@ -125,7 +131,8 @@ def _builder_findings(source: SourceFile, builder: str) -> list[Finding]:
 # Each kind of fix by the name of the builder fixtures that test it.
 _BUILDER_OF_KIND = {"ReplaceCall": "creation_ops", "ScaleFirstArgument": "scale_first_argument",
                     "ScaleForeachArgument": "scale_foreach_argument",
-                    "MultiplyOnes": "multiply_ones", "WeightList": "weight_list"}
+                    "MultiplyOnes": "multiply_ones", "WeightList": "weight_list",
+                    "StackTensors": "stack_tensors"}
 
 
 def _fill_value(call: ast.Call) -> ast.expr | None:
@@ -146,6 +153,22 @@ def test_builder_fixture(fixture: Path, tmp_path: Path):
     write_fixed(fixed.source, fixed.new_raw)
     again = SourceFile.read(target, "module.py", DEFAULT_MAX_FILE_SIZE)
     assert not fix_source(again, _builder_findings(again, fixture.name)).changed
+
+
+def test_stack_fix_refuses_numbers_in_the_list_and_other_arguments(tmp_path: Path):
+    target = tmp_path / "stack_tensors_refused.py"
+    target.write_text("import torch\n\n\ndef f(norms):\n"
+                      "    a = torch.tensor([norms[0], 1.0])\n"
+                      "    b = torch.tensor([norms[0], -1])\n"
+                      "    c = torch.tensor(norms, pin_memory=False)\n"
+                      "    d = torch.tensor(data=norms)\n"
+                      "    return a, b, c, d\n")
+    source = SourceFile.read(target, "module.py", DEFAULT_MAX_FILE_SIZE)
+    fixed = fix_source(source, _builder_findings(source, "stack_tensors"))
+    assert not fixed.changed
+    assert [reason for _, reason in fixed.dropped] == [
+        "a Python number in the list", "a Python number in the list",
+        "arguments other than dtype= and device=", "no positional data argument"]
 
 
 def test_creation_fix_refuses_what_cstorch_does_not_take():

@@ -2,7 +2,9 @@
 applied (`apply`: libcst, only for --fix and --diff) and written back (`write`)."""
 
 from cslint.fixes.kinds import cstorch_creation_fix, replace_call_fix, \
-    multiply_ones_fix, scale_first_argument_fix, scale_foreach_argument_fix, weight_list_fix
+    multiply_ones_fix, scale_first_argument_fix, scale_foreach_argument_fix, \
+    stack_tensors_fix, weight_list_fix
 
 __all__ = ["cstorch_creation_fix", "replace_call_fix", "scale_first_argument_fix",
-           "scale_foreach_argument_fix", "multiply_ones_fix", "weight_list_fix"]
+           "scale_foreach_argument_fix", "multiply_ones_fix", "stack_tensors_fix",
+           "weight_list_fix"]

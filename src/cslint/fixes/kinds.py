@@ -248,6 +248,46 @@ class WeightList(CallFix):
                                        for arg in call.args])
 
 
+@dataclass(frozen=True)
+class StackTensors(CallFix):
+    """`torch.tensor(xs, dtype=d)` -> `torch.stack(xs).to(dtype=d)`: a list of device
+    tensors (read one by one on the host) stacked on the device (CS204). Only where the
+    data is a name or a list built of expressions (no Python number written in it, which
+    `stack` does not take) and the other arguments are `dtype=` / `device=`. Unsafe, as
+    the rule's other fix: a list that also holds numbers fails at run time."""
+
+    function: str  # "tensor", "as_tensor" or "asarray"
+
+    def locate(self, calls: CallIndex, location: Location) -> ast.Call | None:
+        return _call_with_argument_at(calls, location, self.function, "data", 0)
+
+    def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
+        import libcst as cst
+
+        data, by_keyword = _given_argument(call, self.function, "data", 0)
+        if data is None or by_keyword:
+            raise NotApplicable("no positional data argument")
+        others = [a for a in call.args if a is not data]
+        if any(a.keyword is None or a.keyword.value not in ("dtype", "device")
+               for a in others):
+            raise NotApplicable("arguments other than dtype= and device=")
+        value = data.value
+        if isinstance(value, (cst.List, cst.Tuple)) and any(
+                isinstance(e.value, (cst.Integer, cst.Float, cst.UnaryOperation))
+                for e in value.elements):
+            raise NotApplicable("a Python number in the list")
+        if "#" in cst.Module(body=[]).code_for_node(call):
+            raise NotApplicable("a comment inside the call")  # (it would be lost)
+        stacked = cst.Call(func=call.func.with_changes(attr=cst.Name("stack")),
+                           args=[cst.Arg(value)])
+        if not others:
+            return stacked
+        keywords = [cst.Arg(a.value, keyword=a.keyword, equal=a.equal) for a in others]
+        return cst.Call(func=cst.Attribute(value=stacked, attr=cst.Name("to")),
+                        args=[k.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                              for k in keywords])
+
+
 def _call_with_argument_at(calls: CallIndex, location: Location, function: str,
                            keyword: str, index: int) -> ast.Call | None:
     """The call of `function` whose argument spanning `location` is its `keyword=` or
@@ -385,6 +425,12 @@ def multiply_ones_fix(function: str) -> MultiplyOnes:
     return MultiplyOnes(False, f"multiply torch.{ones}() by the fill value", function)
 
 
+def stack_tensors_fix(function: str) -> StackTensors:
+    """The fix of `torch.tensor()` of a list of device tensors (CS204): `torch.stack()`."""
+    return StackTensors(False, f"stack the tensors with torch.stack() instead of "
+                               f"torch.{function}()", function)
+
+
 def weight_list_fix(function: str, keyword: str, index: int) -> WeightList:
     """The fix of a tensor `weight` of `torch._foreach_lerp(_)` (CS205, CS204): a list
     with the tensor once per entry of the first list. Unsafe, as those rules' other
@@ -398,4 +444,4 @@ def weight_list_fix(function: str, keyword: str, index: int) -> WeightList:
 FIX_KINDS: dict[str, type[CallFix]] = {kind.__name__: kind
                                        for kind in (ReplaceCall, ScaleFirstArgument,
                                                     ScaleForeachArgument, MultiplyOnes,
-                                                    WeightList)}
+                                                    WeightList, StackTensors)}

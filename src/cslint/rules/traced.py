@@ -7,7 +7,7 @@ import ast
 from cslint import advice
 from cslint.diagnostics import Severity
 from cslint.fixes import multiply_ones_fix, scale_first_argument_fix, \
-    scale_foreach_argument_fix, weight_list_fix
+    scale_foreach_argument_fix, stack_tensors_fix, weight_list_fix
 from cslint.rules import FactRule, FixSafety, Rule, one_per_position, register
 from cslint.semantic.module_index import source_snippet
 from cslint.semantic.step_counters import counter_decisions
@@ -86,14 +86,15 @@ class TensorMaterialized(_TracedRule):
     code = "CS204"
     fix_safety = FixSafety.UNSAFE
     fix_example = ("a tensor passed as `alpha=`/`value=`: `p.add_(g, alpha=t)` becomes "
-                   "`p.add_(t * g)`; the floating-point order changes")
+                   "`p.add_(t * g)`, the floating-point order changes; `torch.tensor(norms)` "
+                   "of a list of tensors becomes `torch.stack(norms)`")
 
     def findings(self, context, fact):
-        if type(fact) is HostRead and fact.of_list:
+        if type(fact) is HostRead and fact.listed_by:
             yield context.finding(self, fact.node, (
                 f"{fact.reader} of a list reads each tensor in it on the host as a number: "
                 f"`{source_snippet(fact.subject)}` holds device tensors ({_chain(fact.chain)}); "
-                f"{advice.TENSORS_TO_TENSOR}"))
+                f"{advice.TENSORS_TO_TENSOR}"), stack_tensors_fix(fact.listed_by))
         elif type(fact) is HostRead:
             yield context.finding(self, fact.node, (
                 f"{fact.reader} reads a tensor value on the host: "

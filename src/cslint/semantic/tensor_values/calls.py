@@ -478,7 +478,7 @@ class CallEvaluator:
                 (k.value for k in node.keywords if k.arg == "data"), None)
             listed = _device_element(self.args[0] if self.args else self.keywords.get("data"))
             if given is not None and listed is not None:
-                walker.host_read(given, given, listed, f"`{qualified}()`", of_list=True)
+                walker.host_read(given, given, listed, f"`{qualified}()`", listed_by=name)
         if name in ("full", "full_like"):
             fill = self.keywords.get("fill_value", self.args[1] if len(self.args) > 1 else None)
             fill_node = next((k.value for k in node.keywords if k.arg == "fill_value"),

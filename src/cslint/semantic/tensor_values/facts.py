@@ -45,15 +45,16 @@ class LoopBound:
 @dataclass(frozen=True)
 class HostRead:
     """A device tensor (`subject`) read on the host by `reader` ("`float()`", "logging",
-    "formatting", "`.item()`", ...); `of_list`: `subject` is a list or tuple holding
-    device tensors, each read as a number (`torch.tensor([t1, t2])`)."""
+    "formatting", "`.item()`", ...); `listed_by`: the torch constructor (`tensor`,
+    `as_tensor`, `asarray`) given `subject`, a list or tuple holding device tensors,
+    each read as a number (`torch.tensor([t1, t2])`)."""
 
     function: FunctionInfo
     node: ast.AST
     subject: ast.AST
     chain: tuple
     reader: str
-    of_list: bool = False
+    listed_by: str | None = None
 
 
 @dataclass(frozen=True)

@@ -65,9 +65,9 @@ class FunctionWalker(StatementWalker):
                                        self.condition))
 
     def host_read(self, node: ast.AST, subject: ast.AST, value: Tensor, reader: str,
-                  of_list: bool = False) -> None:
+                  listed_by: str | None = None) -> None:
         self.analysis.record(HostRead(self.function, node, subject, value.why, reader,
-                                      of_list))
+                                      listed_by))
 
     def scalar_argument(self, node: ast.AST, value: Tensor, position: str,
                         method: str | None = None, keyword: str | None = None,
