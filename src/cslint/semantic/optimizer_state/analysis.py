@@ -179,11 +179,12 @@ class OptimizerStateAnalysis:
         return self._mentions_state(call.function)
 
     def _holds_state(self, call: FunctionCall) -> bool:
-        """Whether a function can see optimizer state: it names `.state`, or an argument
-        is state (the optimizer itself only counts through `.state`)."""
+        """Whether a function can see optimizer state: it names `.state` or
+        `.param_groups` (tensors kept in param groups), or an argument is state (the
+        optimizer itself only counts through those)."""
         if any(value_signature(b) is not None and b is not OPTIMIZER for b in call.bindings):
             return True
-        return call.function.mentions(".state")
+        return call.function.mentions(".state") or call.function.mentions(".param_groups")
 
     def _same_resolutions(self, ref: ClassRef, resolutions: list[tuple]) -> bool:
         for name, after_name, function_id in resolutions:
