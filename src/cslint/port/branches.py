@@ -133,14 +133,18 @@ class _Scan:
                 self._block(statement.orelse, found, nested=True)
                 self.conditional -= 1
             elif isinstance(statement, ast.For) and not statement.orelse and \
-                    isinstance(statement.target, ast.Name) and \
-                    _place_root(statement.iter) is not None and \
-                    _place_root(statement.iter).id not in found.all_bound:
-                # `for g in grads: g.sigmoid_()` changes the list's tensors.
-                found.maybe.add(statement.target.id)
-                self.elements[statement.target.id] = statement.iter
+                    (pairs := _element_pairs(statement)) is not None and \
+                    all(_place_root(iterable) is not None
+                        and _place_root(iterable).id not in found.all_bound
+                        for _, iterable in pairs):
+                # `for g in grads: g.sigmoid_()` changes the list's tensors; so does
+                # `for m, g in zip(moments, grads): m.lerp_(g, w)`, the moments'.
+                for name, iterable in pairs:
+                    found.maybe.add(name)
+                    self.elements[name] = iterable
                 self._block(statement.body, found, nested=True)
-                del self.elements[statement.target.id]
+                for name, _ in pairs:
+                    del self.elements[name]
             else:
                 self.failed = True
 
@@ -346,6 +350,21 @@ _ALLOCATING_METHODS = ALLOCATING | frozenset({
     "logical_or", "eq", "ne", "lt", "le", "gt", "ge", "where", "masked_fill",
     "index_select", "gather", "dot", "cross", "tril", "triu", "new_zeros", "new_ones",
     "new_full", "new_empty", "new_tensor", "zeros_like", "ones_like"})
+
+
+def _element_pairs(loop: ast.For) -> list[tuple[str, ast.expr]] | None:
+    """(name, list) of each loop variable bound to the elements of a list: `for g in
+    grads`, `for m, g in zip(moments, grads)` (distinct names); None for other loops."""
+    target, iterated = loop.target, loop.iter
+    if isinstance(target, ast.Name):
+        return [(target.id, iterated)]
+    if isinstance(target, ast.Tuple) and isinstance(iterated, ast.Call) \
+            and isinstance(iterated.func, ast.Name) and iterated.func.id == "zip" \
+            and not iterated.keywords and len(iterated.args) == len(target.elts) \
+            and all(isinstance(e, ast.Name) for e in target.elts) \
+            and len({e.id for e in target.elts}) == len(target.elts):
+        return [(e.id, a) for e, a in zip(target.elts, iterated.args)]
+    return None
 
 
 def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | None:
@@ -581,10 +600,18 @@ def _is_list(node: ast.expr) -> bool:
 
 def _read_after(function: ast.AST, statement: ast.If, name: str) -> bool:
     """Whether code after `statement` may read `name`: below it in the function, or
-    anywhere in a loop around it (the next pass)."""
+    anywhere in a loop around it (the next pass); not in the body of another loop that
+    binds it."""
     inside = {id(n) for n in ast.walk(statement)}
+    # Another loop that binds the name reads its own values in its body (`for g in
+    # grads: ...` after a branch that bound `g`).
+    rebound = {id(n) for loop in ast.walk(function)
+               if isinstance(loop, (ast.For, ast.AsyncFor)) and id(loop) not in inside
+               and id(statement) not in {id(m) for m in ast.walk(loop)}
+               and any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(loop.target))
+               for part in loop.body for n in ast.walk(part)}
     loads = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name
-             and isinstance(n.ctx, ast.Load) and id(n) not in inside]
+             and isinstance(n.ctx, ast.Load) and id(n) not in inside and id(n) not in rebound]
     if any(n.lineno > statement.end_lineno for n in loads):
         return True
     loops = [n for n in ast.walk(function) if isinstance(n, (ast.For, ast.While))

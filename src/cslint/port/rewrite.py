@@ -898,18 +898,22 @@ class _Rewriter:
     def _boolean_value(self, finding: Finding, truth_tests: set[int]) -> Edit | None:
         """A truth value of tensors kept as a value (a flag passed on, bound): `bool(t > 0)`
         -> `t > 0`, `t > 0 or s > 1` -> `torch.logical_or(t > 0, s > 1)`. Only where
-        every operand is itself a truth value (a comparison, `not`, `bool()`): `a or b`
-        of those gives one of them, equal to the logical op's result. A test's own
+        every operand is itself a truth value (a comparison, `not`, `bool()`), or the
+        value is bound to a name annotated `bool`: `a or b` of those gives one of them,
+        equal to the logical op's result. A test's own
         truth (`if`, `while`, `a if t else b`) is the other rewrites'."""
         for node in self.by_location.get(finding.location, ()):
             top, parent = node, self.parents.get(id(node))
             while isinstance(parent, ast.BoolOp) or _is_bool_call(parent) or (
                     isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not)):
                 top, parent = parent, self.parents.get(id(parent))
+            # (`flag: bool = group["on"] and t > 0`: the annotation says it is a truth value)
+            declared = isinstance(parent, ast.AnnAssign) and parent.value is top and \
+                isinstance(parent.annotation, ast.Name) and parent.annotation.id == "bool"
             if (top is node and not _is_bool_call(node)) or \
                     isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert,
                                                   ast.comprehension)) or \
-                    not _truth_valued(top) or not _evaluable_together(top) or \
+                    not (declared or _truth_valued(top)) or not _evaluable_together(top) or \
                     not _side_effect_free(top):
                 continue
             return Edit(*self.span(top), self._logical(top, truth_tests))
@@ -1406,11 +1410,22 @@ class _LazyStatePlan:
                                                 gradients, param):
                     moved.append(statement)
                     guarded.setdefault(id(guard), []).append(statement)
-                elif (key := _seeded_key(statement, state_name, gradients, param)) is not None:
+                elif (key := _seeded_key(statement, state_name, gradients, param)) is not None \
+                        and getattr(first_steps.get(id(guard)), "nested", None) is None:
                     if id(guard) not in first_steps:
                         first_steps[id(guard)] = _FirstStep(guard, state_name, _option_conjuncts(
                             guard.test, state_name, gradients))
                     first_steps[id(guard)].add(key, statement)
+                elif id(guard) not in first_steps and (seeded := _seeded_block(
+                        statement, state_name, gradients, param, where)) is not None:
+                    # `if <option>: m = grad.clone(); <calls changing m>; state["m"] = m`
+                    first_step = first_steps[id(guard)] = _FirstStep(
+                        guard, state_name,
+                        _option_conjuncts(guard.test, state_name, gradients) + [statement.test])
+                    for key, assignment in seeded:
+                        first_step.add(key, assignment)
+                    first_step.statements = list(statement.body)
+                    first_step.nested = statement
                 elif (creations := _under_gradient_test(statement, state_name,
                                                           gradients)) is not None:
                     # `if p.grad.is_sparse: state["k"] = zeros_like(p)`: preinitialize has
@@ -1724,6 +1739,9 @@ class _FirstStep:
         self.keys: dict[str, str] = {}  # key -> the local its first value goes in
         self.key_nodes: list[ast.expr] = []
         self.statements: list[ast.stmt] = []  # the creations and what follows them
+        # The option `if` in the check that holds the creations (`if group["ema"]: m =
+        # grad.clone(); state["m"] = m`), whose test joins `options`; None: at the top.
+        self.nested: ast.If | None = None
 
     def flag_code(self, r: "_Rewriter") -> str:
         """The flag's key, quoted as the state's keys are."""
@@ -1777,7 +1795,7 @@ class _FirstStep:
         options = self.options
         depth = indent + (_unit_indent(r.text, self.guard, indent) if options else "")
         state, torch = self.state_name, r.torch or "torch"
-        lines = [f"if {' and '.join(r.code(t) for t in options)}:"] if options else []
+        lines = [f"if {' and '.join(_operand_code(r, t) for t in options)}:"] if options else []
         flag = self.flag_code(r)
         lines.append(f"{depth}first_step = {state}[{flag}] == 0")
         renamed = {id(n): self.keys[_state_key(n, state)]
@@ -1881,6 +1899,51 @@ def _scalar_creations(setup: ast.FunctionDef, key: str
         else:
             return []
     return found
+
+
+def _operand_code(r: "_Rewriter", test: ast.expr) -> str:
+    """The test's code as an operand of `and`."""
+    code = r.code(test)
+    return f"({code})" if isinstance(test, (ast.BoolOp, ast.IfExp, ast.NamedExpr, ast.Lambda)) \
+        else code
+
+
+def _seeded_block(statement: ast.stmt, state_name: str, gradients: set[str], param: str,
+                  function: ast.AST) -> list[tuple[str, ast.Assign]] | None:
+    """`if <option>: m = grad.clone(); self.maximize_gradient(m, ...); state["m"] = m` in
+    a check: state whose first value is the gradient's, through a local the block alone
+    uses and changes only by calls given it. The keys with their assignments; None for
+    any other statement."""
+    if not (isinstance(statement, ast.If) and not statement.orelse
+            and not _mentions(statement.test, state_name) and not _mentions_grad(statement.test)
+            and not _loaded_names(statement.test) & gradients
+            and _side_effect_free(statement.test)):
+        return None
+    seeded: set[str] = set()
+    keys: list[tuple[str, ast.Assign]] = []
+    for item in statement.body:
+        if isinstance(item, ast.Assign) and len(item.targets) == 1:
+            target, value = item.targets[0], item.value
+            key = _state_key(target, state_name)
+            if key is not None and isinstance(value, ast.Name) and value.id in seeded:
+                keys.append((key, item))
+                continue
+            if isinstance(target, ast.Name) and not _mentions(value, state_name) \
+                    and _reads_values_of(value, gradients, param) \
+                    and _like_parameter(value, gradients, param):
+                seeded.add(target.id)
+                continue
+            return None
+        if isinstance(item, ast.Expr) and isinstance(item.value, ast.Call) \
+                and not _mentions(item.value, state_name) \
+                and any(isinstance(a, ast.Name) and a.id in seeded for a in item.value.args):
+            continue
+        return None
+    inside = {id(n) for n in ast.walk(statement)}
+    if not keys or any(isinstance(n, ast.Name) and n.id in seeded and id(n) not in inside
+                       for n in ast.walk(function)):
+        return None
+    return keys
 
 
 def _option_conjuncts(test: ast.expr, state_name: str, gradients: set[str]
