@@ -184,12 +184,6 @@ REPLAY_ARTIFACTS: dict[tuple[str, str], str] = {
     ("optimizer_state/seed_simple_adam.py", "SimpleAdam"):
         "with line 44 run unchecked state['step'] is a Python int, so `state['step'] += 1` "
         "(line 51, unmarked) rebinds it: CS102; the real run stops at line 44",
-    ("optimizer_state/novograd_port.py", "NovoGrad"):
-        "with line 37 run unchecked 'exp_avg_sq' exists, so line 44 rebinds it: CS102 where "
-        "the linter marks CS101 (that mark is xfail)",
-    ("optimizer_state/novograd_port.py", "NovoGrad[amsgrad]"):
-        "with line 37 run unchecked 'exp_avg_sq' exists, so line 44 rebinds it: CS102 where "
-        "the linter marks CS101 (that mark is xfail)",
     ("traced/data_dependent_shape.py", "SparseMomentum"):
         "with every marked line run unchecked the step reaches line 51, where `self.kept = "
         "(...)` keeps the step's tensors in an optimizer attribute: CS101 (state outside "
@@ -256,10 +250,6 @@ XFAIL_MARKS: dict[tuple[str, str], str] = {
         "dead in step(): preinitialize() already made the key, so _ensure_state's "
         "`not in state` guard is false when step() calls it and the line runs only from "
         "preinitialize() (the linter: CS101 because step() reaches the helper)",
-    ("optimizer_state/novograd_port.py", 'state["exp_avg_sq"] = exp_avg_sq * beta2'):
-        "reached only in a replay where line 37 created 'exp_avg_sq' unchecked; the runtime "
-        "then calls the write a rebinding (CS102: the key exists by then), the linter a new "
-        "key (CS101: preinitialize() never made it)",
     ("traced/materialize.py", 'logger.info("grad norm %s", norm)'): _LOGGING,
     ("traced/python_values_twins.py", 'to_tensor(group["decay_rate"], device=p.device)'):
         _CREATED_ON_DEVICE,

@@ -281,9 +281,18 @@ class StateWalker(StatementWalker):
         guarded = self.guard_depth > 0
         existing = self.optimizer_class.created_keys
         for k in keys or [None]:
-            if guarded and not iterated:
+            # `state["m"] = beta * state["m"] + g`: the entry is read first, so it exists;
+            # the write binds it to a new tensor (a rebinding, however it was created).
+            rereads = isinstance(value, (StateTensor, Derived)) and k is not None and (
+                value if isinstance(value, StateTensor) else value.source).owner is owner \
+                and (value if isinstance(value, StateTensor) else value.source).key == k
+            if rereads and _casts_itself(value_node):
+                # `state["m"] = state["m"].to(grad)`: the same object where the entry
+                # already has that dtype and device (as one made like the parameter).
+                continue
+            if guarded and not iterated and not rereads:
                 creation = True
-            elif k is None:
+            elif k is None or rereads:
                 creation = False
             else:
                 creation = k not in existing and not self.optimizer_class.open_keys
@@ -295,7 +304,7 @@ class StateWalker(StatementWalker):
                            and value.version == self.versions.get(entry, 0))
             if creation:
                 self.facts.append(StateCreated(self.function, node, k, guarded, self._where()))
-            elif role is Role.STEP and (iterated or (k is not None and k in existing)) \
+            elif role is Role.STEP and (iterated or rereads or (k is not None and k in existing)) \
                     and not same_object:
                 self.facts.append(StateRebound(self.function, node, k, key_node, self._where()))
             self.written[entry] = self.statements_seen
@@ -608,3 +617,14 @@ def _python_number(node: ast.AST) -> bool:
         return _python_number(node.left) and _python_number(node.right)
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
         and node.value.id == "self"
+
+
+# Methods that give a tensor of another dtype or device, or the tensor itself where it
+# has those already.
+_CASTS = frozenset({"to", "type_as", "type", "float", "half", "bfloat16", "cpu", "cuda"})
+
+
+def _casts_itself(value_node: ast.AST | None) -> bool:
+    """`state["m"].to(grad)`, `state["m"].type_as(p)`: a cast of the entry written."""
+    return isinstance(value_node, ast.Call) and isinstance(value_node.func, ast.Attribute) \
+        and value_node.func.attr in _CASTS and isinstance(value_node.func.value, ast.Subscript)
