@@ -66,6 +66,8 @@ class StateWalker(StatementWalker):
         # The param-group keys the `if`s around the statement being walked test absent
         # (`if "k" not in group:`).
         self.absent_group_keys: list[str] = []
+        # (state, key) pairs read as `state[key]` in this walk: entries that exist there.
+        self.indexed: set[tuple[int, str]] = set()
         self.resolutions: list[tuple] = []  # (method, after class, function id) looked up
 
     # ---- driver ----------------------------------------------------------------
@@ -285,7 +287,8 @@ class StateWalker(StatementWalker):
             # the write binds it to a new tensor (a rebinding, however it was created).
             rereads = isinstance(value, (StateTensor, Derived)) and k is not None and (
                 value if isinstance(value, StateTensor) else value.source).owner is owner \
-                and (value if isinstance(value, StateTensor) else value.source).key == k
+                and (value if isinstance(value, StateTensor) else value.source).key == k \
+                and (id(owner), k) in self.indexed  # (`state.get(k, x)` may find none)
             if rereads and _casts_itself(value_node):
                 # `state["m"] = state["m"].to(grad)`: the same object where the entry
                 # already has that dtype and device (as one made like the parameter).
@@ -411,6 +414,8 @@ class StateWalker(StatementWalker):
         if isinstance(base, ParamState):
             keys = self._keys(index, base)
             key = keys[0] if keys and len(keys) == 1 else None
+            if key is not None and isinstance(node.ctx, ast.Load):
+                self.indexed.add((id(base), key))  # (read where it exists: `.get` may not)
             return StateTensor(base, key, self.versions.get((id(base), key), 0))
         if isinstance(base, ValueTuple) and isinstance(node.slice, ast.Constant) \
                 and isinstance(node.slice.value, int) and -len(base.items) <= node.slice.value \
@@ -628,3 +633,4 @@ def _casts_itself(value_node: ast.AST | None) -> bool:
     """`state["m"].to(grad)`, `state["m"].type_as(p)`: a cast of the entry written."""
     return isinstance(value_node, ast.Call) and isinstance(value_node.func, ast.Attribute) \
         and value_node.func.attr in _CASTS and isinstance(value_node.func.value, ast.Subscript)
+
