@@ -813,6 +813,7 @@ _METADATA = "metadata"
 _ONE_HOT = "one_hot"
 _HOOK = "hook"
 _FROM_DATA = "from_data"
+_BOUNDS = "bounds"
 _SPECIAL_FUNCTIONS: dict[object, str] = {
     **{func: _HOOK for func in _HOOK_REGISTRATIONS},
     **{func: _CONVERSION for func in _HOST_CONVERSIONS},
@@ -821,7 +822,26 @@ _SPECIAL_FUNCTIONS: dict[object, str] = {
     torch.tensor: _FROM_DATA,
     torch.as_tensor: _FROM_DATA,
     torch.asarray: _FROM_DATA,
+    torch.linspace: _BOUNDS,
+    torch.logspace: _BOUNDS,
 }
+
+
+def _check_bounds_of(func, args, kwargs) -> None:
+    """`torch.linspace(t, 1.0, 5)`: a tensor start or end is read as a number (its
+    overloads call `.item()` in C, where no mode sees it)."""
+    bounds = [*args[:2], kwargs.get("start"), kwargs.get("end")]
+    for bound in bounds:
+        origin = origin_of(bound) if isinstance(bound, _Tensor) else None
+        if origin is not None:
+            raise compliance_error(
+                "CS204",
+                f"`{_op_name(func)}` reads {origin.description} as a Python number "
+                "(its start or end)",
+                advice.TENSOR_AS_NUMBER,
+                owner=current_owner(),
+                site=user_site(),
+            )
 
 
 def _check_data_of(func, args, kwargs) -> None:
@@ -923,6 +943,9 @@ class _HostConversionMode(TorchFunctionMode):
                 elif special is _FROM_DATA:
                     if state.host_side == 0 and _strict_setting.enabled:
                         _check_data_of(func, args, kwargs)
+                elif special is _BOUNDS:
+                    if state.host_side == 0 and _strict_setting.enabled:
+                        _check_bounds_of(func, args, kwargs)
                 elif state.host_side == 0 and _strict_setting.enabled:
                     _check_one_hot(args, kwargs)
             # `_may_hide_host_read`'s commonest answer, inlined: two-operand

@@ -486,7 +486,14 @@ class CallEvaluator:
             if is_device(fill):
                 walker.scalar_argument(fill_node, fill, f"the fill value of `{qualified}()`",
                                        filled=name if qualified == f"torch.{name}" else None)
-        if name in CREATION_SIZE_FUNCTIONS:
+        if name in ("linspace", "logspace"):
+            # (start, end, steps): the bounds are read as numbers, the steps are the size
+            for index, (arg, value) in enumerate(zip(node.args, self.args)):
+                if is_device(value):
+                    walker.scalar_argument(arg, value, (
+                        "the start of", "the end of", "the number of steps of",
+                        "the base of")[min(index, 3)] + f" `{qualified}()`")
+        elif name in CREATION_SIZE_FUNCTIONS:
             self.check_sizes(self.args, f"the size of `{qualified}()`")
         if name in DATA_DEPENDENT_SHAPE and any(is_device(a) for a in self.args[:1]):
             walker.data_dependent_shape(node, name)
