@@ -5,6 +5,7 @@ and --verify runs original and port side by side."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -25,9 +26,16 @@ def _golden(source: Path) -> Path:
     return source.with_name(source.name.replace(".in.py", ".out.py"))
 
 
+@functools.cache
+def _port_of_fixture(source: Path):
+    """A golden fixture's port, made once for the tests that read it (a port lints the
+    file several times)."""
+    return port_file(str(source), Config())
+
+
 @pytest.mark.parametrize("source", PORT_FIXTURES, ids=lambda p: p.name)
 def test_each_fixture_ports_to_its_golden_file_exactly(source: Path):
-    ported = port_file(str(source), Config())
+    ported = _port_of_fixture(source)
     assert ported.ported == _golden(source).read_bytes()
     assert all(found.ported for found in ported.classes)
     assert not ported.findings
@@ -141,7 +149,7 @@ def test_a_missing_path_is_one_line_and_exit_2(tmp_path: Path):
 def test_verify_reports_each_golden_fixture_equal_and_strict_clean():
     from cslint.port.verify import ABSTRACT, verify_ports
 
-    names = [sorted(c.name for c in port_file(str(source), Config()).classes)
+    names = [sorted(c.name for c in _port_of_fixture(source).classes)
              for source in PORT_FIXTURES]
     verified = verify_ports([(str(source), _golden(source).read_bytes(), classes)
                              for source, classes in zip(PORT_FIXTURES, names)], steps=8)
@@ -213,28 +221,30 @@ class SplitSign(Optimizer):
 def test_verify_gives_flagged_param_groups_to_a_class_that_requires_them(tmp_path: Path):
     """A constructor that wants a flag in every param group (Muon's `use_muon`) cannot
     take a plain list of parameters: verify runs it with a group of each flag value."""
-    from cslint.port.verify import verify_port
+    from cslint.port.verify import verify_ports
 
     source = tmp_path / "split_sign.py"
     source.write_text(_FLAGGED_GROUPS)
     ported = port_file(str(source), Config())
     assert ported.ported != source.read_bytes() and not ported.findings
-    verified = verify_port(str(source), ported.ported, ["SplitSign"], steps=8)["SplitSign"]
-    assert (verified.numbers_equal, verified.strict_clean, verified.problem) == (True, True, None)
     # Tested for but not a flag the constructor branches on: the failure is reported.
-    unflagged = _FLAGGED_GROUPS.replace('if group["use_sign"]:\n                group',
-                                        'if group.get("use_sign"):\n                group')
-    source.write_text(unflagged)
-    verified = verify_port(str(source), port_file(str(source), Config()).ported,
-                           ["SplitSign"], steps=8)["SplitSign"]
-    assert verified.numbers_equal is None
-    assert verified.problem.startswith("the original fails with the defaults: ")
-    # A port that changes the flagged groups' update only is caught.
-    source.write_text(_FLAGGED_GROUPS)
+    unflagged = tmp_path / "split_sign_unflagged.py"
+    unflagged.write_text(_FLAGGED_GROUPS.replace(
+        'if group["use_sign"]:\n                group',
+        'if group.get("use_sign"):\n                group'))
+    assert unflagged.read_text() != _FLAGGED_GROUPS
+    # A port that changes the flagged groups' update only.
     wrong = ported.ported.replace(b"torch.sign(p.grad)", b"torch.sign(p.grad) * 2")
     assert wrong != ported.ported
-    verified = verify_port(str(source), wrong, ["SplitSign"], steps=8)["SplitSign"]
-    assert verified.numbers_equal is False
+    runs = verify_ports([(str(source), ported.ported, ["SplitSign"]),
+                         (str(unflagged), port_file(str(unflagged), Config()).ported,
+                          ["SplitSign"]),
+                         (str(source), wrong, ["SplitSign"])], steps=8)
+    right, refused, caught = (run["SplitSign"] for run in runs)
+    assert (right.numbers_equal, right.strict_clean, right.problem) == (True, True, None)
+    assert refused.numbers_equal is None
+    assert refused.problem.startswith("the original fails with the defaults: ")
+    assert caught.numbers_equal is False
 
 
 def test_verify_finds_a_port_that_changes_the_numbers(tmp_path: Path):
