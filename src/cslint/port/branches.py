@@ -360,7 +360,7 @@ def _element_pairs(loop: ast.For) -> list[tuple[str, ast.expr]] | None:
         return [(target.id, iterated)]
     if isinstance(target, ast.Tuple) and isinstance(iterated, ast.Call) \
             and isinstance(iterated.func, ast.Name) and iterated.func.id == "zip" \
-            and not iterated.keywords and len(iterated.args) == len(target.elts) \
+            and len(iterated.args) == len(target.elts) \
             and all(isinstance(e, ast.Name) for e in target.elts) \
             and len({e.id for e in target.elts}) == len(target.elts):
         return [(e.id, a) for e, a in zip(target.elts, iterated.args)]
@@ -796,25 +796,16 @@ class _HelperScan:
 
     def _loop(self, loop: ast.For) -> None:
         self._expression(loop.iter)
-        pairs: list[tuple[ast.expr, ast.expr]] = []
-        if isinstance(loop.target, ast.Name):
-            pairs = [(loop.target, loop.iter)]
-        elif isinstance(loop.target, ast.Tuple) and isinstance(loop.iter, ast.Call) and \
-                isinstance(loop.iter.func, ast.Name) and loop.iter.func.id == "zip" and \
-                len(loop.iter.args) == len(loop.target.elts):
-            pairs = list(zip(loop.target.elts, loop.iter.args))
-        else:
+        pairs = _element_pairs(loop)
+        if pairs is None:
             self.failed = True
             return
         for target, iterable in pairs:
-            if not isinstance(target, ast.Name):
-                self.failed = True
-                return
             reached = {(name, True) for name, _ in self._reached(iterable)}
             if reached:
-                self.aliases[target.id] = reached
+                self.aliases[target] = reached
             else:
-                self.aliases.pop(target.id, None)
+                self.aliases.pop(target, None)
         self._block(loop.body)
 
     def _reached(self, node: ast.expr) -> set[tuple[str, bool]]:

@@ -249,7 +249,7 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
     start = [torch.randn(shape, generator=generator) for shape in SHAPES]
     original_params = [torch.nn.Parameter(t.clone()) for t in start]
     ported_params = [torch.nn.Parameter(t.clone()) for t in start]
-    grouped = lambda params: params  # noqa: E731 - a plain list of parameters
+    flags: list[str] = []  # param-group flags the class requires (none: a plain list)
     try:
         original = original_cls(original_params, **options)
     except Exception as error:  # noqa: BLE001
@@ -257,19 +257,15 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
         if not flags:
             return {"problem": f"the original fails with {what}: {_one_line(error)}",
                     "original_failed": True}
-        # Param groups that must carry a flag (Muon's `use_muon`): each value is run,
-        # True on the matrices and tensors of more dimensions, False on the vectors.
-        def grouped(params):
-            return [{"params": [q for q in params if (q.dim() >= 2) == value],
-                     **{flag: value for flag in flags}} for value in (True, False)]
         try:
-            original = original_cls(grouped(original_params), **options)
+            original = original_cls(_flagged_groups(original_params, flags), **options)
         except Exception:  # noqa: BLE001 - the first failure is the one to report
             return {"problem": f"the original fails with {what}: {_one_line(error)}",
                     "original_failed": True}
         what += " and param groups with " + ", ".join(f"{flag}=True/False" for flag in flags)
     try:
-        ported = ported_cls(grouped(ported_params), **options)
+        ported = ported_cls(_flagged_groups(ported_params, flags) if flags else ported_params,
+                            **options)
         base_lr = float(original.param_groups[0].get("lr", 1e-3))
         scheduler = _schedule(cstorch, torch, base_lr, steps)(ported, total_iters=steps)
     except compliance_error as error:
@@ -308,6 +304,13 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
                                <= ATOL + RTOL * o.detach().abs()))
                 for p, o in zip(ported_params, original_params))
     return {"numbers_equal": equal, "strict_clean": True, "codes": []}
+
+
+def _flagged_groups(params: list, flags: list[str]) -> list[dict]:
+    """Param groups that carry the class's flags (Muon's `use_muon`): each value is run,
+    True on the matrices and tensors of more dimensions, False on the vectors."""
+    return [{"params": [p for p in params if (p.dim() >= 2) == value],
+             **{flag: value for flag in flags}} for value in (True, False)]
 
 
 def _group_flags(cls) -> list[str]:

@@ -382,14 +382,15 @@ class SchedulerAnalysis:
         function = traced.function
         body = function.node
         self_name = self_parameter(function)
-        groups = _group_names(body, self.local_bindings(function).params, self_name)
+        optimizers = _optimizer_names(body, self_name)
+        groups = _group_names(body, self.local_bindings(function).params, optimizers)
         aug_targets = {id(n.target) for n in _walk_body(body) if isinstance(n, ast.AugAssign)}
         keys = traced.driven_keys
 
         def is_group(expr: ast.expr) -> bool:
             if isinstance(expr, ast.Name):
                 return expr.id in groups
-            return _mentions_param_groups(expr, _optimizer_names(body, self_name))
+            return _mentions_param_groups(expr, optimizers)
 
         for node in _walk_body(body):
             if isinstance(node, ast.Subscript):
@@ -610,10 +611,10 @@ def _is_mutating_method(name: str) -> bool:
     return name in MUTATING_METHODS or (name.endswith("_") and not name.startswith("_"))
 
 
-def _group_names(function: ast.AST, params: Iterable[str], self_name: str | None) -> set[str]:
-    """Names that hold a param group of the scheduler's optimizer in this function."""
+def _group_names(function: ast.AST, params: Iterable[str], optimizers: set[str]) -> set[str]:
+    """Names that hold a param group of the scheduler's optimizer (named by `optimizers`:
+    `_optimizer_names`) in this function."""
     names = {p for p in params if "group" in p.lower()}
-    optimizers = _optimizer_names(function, self_name)
     for node in _walk_body(function):
         if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) \
                 and _mentions_param_groups(node.iter, optimizers):
@@ -626,33 +627,34 @@ def _group_names(function: ast.AST, params: Iterable[str], self_name: str | None
 
 
 def _optimizer_names(function: ast.AST, self_name: str | None) -> set[str]:
-    """Local names bound to the scheduler's optimizer (`optimizer = self.optimizer`),
-    and the parameters named so."""
+    """Local names bound to the scheduler's optimizer (`opt = self.optimizer`), and the
+    parameters named `optimizer`."""
     names = {"optimizer"}
     for node in _walk_body(function):
-        if isinstance(node, ast.Assign) and _is_own_optimizer(node.value, self_name, names):
-            for target in node.targets:
-                names.update(_names(target))
+        if not isinstance(node, ast.Assign):
+            continue
+        value = node.value
+        if isinstance(value, ast.Name) or isinstance(value, ast.Attribute) \
+                and isinstance(value.value, ast.Name) and value.value.id == self_name:
+            if _is_own_optimizer(value, names):
+                for target in node.targets:
+                    names.update(_names(target))
     return names
 
 
-def _is_own_optimizer(node: ast.AST, self_name: str | None, names: set[str]) -> bool:
-    """`self.optimizer` (or `self._optimizer`), or a name bound to it."""
+def _is_own_optimizer(node: ast.AST, names: set[str]) -> bool:
+    """A name in `names`, or an `optimizer` / `_optimizer` attribute (`self.optimizer`)."""
     if isinstance(node, ast.Name):
         return node.id in names
-    return isinstance(node, ast.Attribute) and node.attr in ("optimizer", "_optimizer") \
-        and isinstance(node.value, ast.Name) and node.value.id == self_name
+    return isinstance(node, ast.Attribute) and node.attr in ("optimizer", "_optimizer")
 
 
-def _mentions_param_groups(node: ast.AST, optimizers: set[str] | None = None) -> bool:
-    """Whether `node` reads `param_groups`: of the scheduler's own optimizer, where
-    `optimizers` names it (`self.optimizer.param_groups`, not the groups of other
-    optimizers it holds: `for opt in self.optimizer.optimizers: opt.param_groups`)."""
+def _mentions_param_groups(node: ast.AST, optimizers: set[str]) -> bool:
+    """Whether `node` reads the `param_groups` of the scheduler's own optimizer
+    (`self.optimizer.param_groups`, or through a name in `optimizers`), not those of
+    other optimizers it holds (`for opt in self.optimizer.optimizers: opt.param_groups`)."""
     return any(isinstance(n, ast.Attribute) and n.attr == "param_groups"
-               and (optimizers is None or _is_own_optimizer(n.value, None, optimizers)
-                    or isinstance(n.value, ast.Attribute) and n.value.attr in ("optimizer",
-                                                                                 "_optimizer"))
-               for n in ast.walk(node))
+               and _is_own_optimizer(n.value, optimizers) for n in ast.walk(node))
 
 
 def _constant_key(node: ast.expr) -> str | None:

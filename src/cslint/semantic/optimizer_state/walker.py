@@ -285,10 +285,9 @@ class StateWalker(StatementWalker):
         for k in keys or [None]:
             # `state["m"] = beta * state["m"] + g`: the entry is read first, so it exists;
             # the write binds it to a new tensor (a rebinding, however it was created).
-            rereads = isinstance(value, (StateTensor, Derived)) and k is not None and (
-                value if isinstance(value, StateTensor) else value.source).owner is owner \
-                and (value if isinstance(value, StateTensor) else value.source).key == k \
-                and (id(owner), k) in self.indexed  # (`state.get(k, x)` may find none)
+            read = value.source if isinstance(value, Derived) else value
+            rereads = isinstance(read, StateTensor) and read.owner is owner \
+                and read.key == k and (id(owner), k) in self.indexed  # (not `.get(k, x)`)
             if rereads and _casts_itself(value_node):
                 # `state["m"] = state["m"].to(grad)`: the same object where the entry
                 # already has that dtype and device (as one made like the parameter).
@@ -633,4 +632,3 @@ def _casts_itself(value_node: ast.AST | None) -> bool:
     """`state["m"].to(grad)`, `state["m"].type_as(p)`: a cast of the entry written."""
     return isinstance(value_node, ast.Call) and isinstance(value_node.func, ast.Attribute) \
         and value_node.func.attr in _CASTS and isinstance(value_node.func.value, ast.Subscript)
-
