@@ -1411,7 +1411,7 @@ class _LazyStatePlan:
                     moved.append(statement)
                     guarded.setdefault(id(guard), []).append(statement)
                 elif (key := _seeded_key(statement, state_name, gradients, param)) is not None \
-                        and getattr(first_steps.get(id(guard)), "nested", None) is None:
+                        and (id(guard) not in first_steps or first_steps[id(guard)].nested is None):
                     if id(guard) not in first_steps:
                         first_steps[id(guard)] = _FirstStep(guard, state_name, _option_conjuncts(
                             guard.test, state_name, gradients))
@@ -1424,7 +1424,7 @@ class _LazyStatePlan:
                         _option_conjuncts(guard.test, state_name, gradients) + [statement.test])
                     for key, assignment in seeded:
                         first_step.add(key, assignment)
-                    first_step.statements = list(statement.body)
+                    first_step.statements = list(statement.body)  # (the local's work too)
                     first_step.nested = statement
                 elif (creations := _under_gradient_test(statement, state_name,
                                                           gradients)) is not None:
