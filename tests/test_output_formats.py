@@ -650,3 +650,22 @@ def test_readme_gitlab_job_runs(sample):
         assert issue["severity"] in ("info", "minor", "major", "critical", "blocker")
         assert isinstance(issue["location"]["lines"]["begin"], int)
         assert (repository / issue["location"]["path"]).is_file()
+
+
+def test_a_run_imports_only_the_format_it_prints(project):
+    """A warm run is mostly imports: the other formats are not loaded."""
+    probe = (
+        "import sys\n"
+        "from cslint.cli import main\n"
+        "sys.argv = ['cslint', 'check', '--no-cache', '--format', 'json', '.']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith('cslint.output.')),\n"
+        "      file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=project, capture_output=True,
+                          text=True)
+    assert json.loads(done.stdout)  # the report was printed
+    assert "LOADED ['cslint.output.json']" in done.stderr, done.stderr

@@ -19,7 +19,7 @@ from cslint.codes import CODES, validate_selector
 from cslint.config import Config, ConfigError, find_config_file, load_config_file, \
     parse_version
 from cslint.discovery import file_mode
-from cslint.output import FORMATS, STATISTICS_FORMATS
+from cslint.output import FORMATS, STATISTICS_FORMATS, formatter
 from cslint.rule_pages import rules_markdown, rules_table
 from cslint.source import bug_summary
 
@@ -254,8 +254,8 @@ def check(paths, select, ignore, extend_select, output_format, output_file, show
     for notice in result.notices:
         click.echo(f"cslint: {notice}", err=True)
     if result.stdin_output is None or output_file is not None:
-        _write_output(FORMATS[output_format](report, statistics=statistics, quiet=quiet,
-                                             show_source=show_source), output_file)
+        _write_output(formatter(output_format)(report, statistics=statistics, quiet=quiet,
+                                                 show_source=show_source), output_file)
     if report.errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if report.findings and not exit_zero else EXIT_CLEAN)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 
 def pages_directory() -> Path:
     """Installed wheels carry the pages as `cslint/rule_pages`; a source checkout
     (editable install) reads them from the repository's `rules/` folder."""
+    from importlib import resources  # 3-6 ms of imports, for `explain` and SARIF only
+
     packaged = resources.files("cslint") / "rule_pages"
     if packaged.is_dir():
         return Path(str(packaged))

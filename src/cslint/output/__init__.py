@@ -1,14 +1,15 @@
 """Output formats: each module renders a `Report` as the text that goes to stdout or to
---output-file (problems go to stderr). A new format is one module with a `render`
-function and an entry in FORMATS; formats see only `cslint.diagnostics` and
-`cslint.codes`."""
+--output-file (problems go to stderr). A new format is one module of this package with a
+`render` function and its name in FORMATS; formats see only `cslint.diagnostics` and
+`cslint.codes`. A run imports only the format it prints (a warm run is mostly imports)."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from importlib import import_module
+from typing import TYPE_CHECKING, Protocol
 
-from cslint.diagnostics import Report
-from cslint.output import github, gitlab, json, sarif, text
+if TYPE_CHECKING:
+    from cslint.diagnostics import Report
 
 
 class Format(Protocol):
@@ -19,13 +20,14 @@ class Format(Protocol):
         source under it (text only)."""
 
 
-FORMATS: dict[str, Format] = {
-    "text": text.render,
-    "json": json.render,
-    "sarif": sarif.render,
-    "github": github.render,
-    "gitlab": gitlab.render,
-}
+FORMATS = ("text", "json", "sarif", "github", "gitlab")
+
+
+def formatter(name: str) -> Format:
+    """The `render` function of the format `name` (one of FORMATS)."""
+    if name not in FORMATS:
+        raise ValueError(f"unknown output format {name!r}")
+    return import_module(f"cslint.output.{name}").render
 
 # The formats that can count findings per code (--statistics); the CI formats list them.
 STATISTICS_FORMATS = ("text", "json")
