@@ -12,7 +12,10 @@ the port has a cstorch LR scheduler with a closed form attached (one lr for ever
 group, as a closed form gives), and the original gets the same learning rate as a
 Python float before each step. The port's
 step runs as a `cstorch.trace`d step: the graphs of its first calls must not change
-(CS501), as on the system, where the step's Python runs once.
+(CS501), as on the system, where the step's Python runs once. Torch's global random
+generator is seeded alike before each side's construction and each of its steps, the
+constructions with the first step's seed: random initial state that the original draws
+in its first step and the port in `preinitialize()` draws the same numbers.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ STEPS = 50
 SHAPES = ((5,), (4, 3), (2, 3, 2, 2))
 # Numbers are equal when |ported - original| <= ATOL + RTOL * |original| everywhere.
 ATOL, RTOL = 1e-5, 1e-4
+# The global random generator's seed before the constructions and the first step; step k
+# (from 0) has RNG_SEED + k.
+RNG_SEED = 20_240_917
 # Why an abstract class is not run.
 ABSTRACT = "an abstract class: nothing to run"
 # Seconds one file's verification may take.
@@ -251,6 +257,7 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
     ported_params = [torch.nn.Parameter(t.clone()) for t in start]
     flags: list[str] = []  # param-group flags the class requires (none: a plain list)
     try:
+        torch.manual_seed(RNG_SEED)
         original = original_cls(original_params, **options)
     except Exception as error:  # noqa: BLE001
         flags = _group_flags(original_cls)
@@ -258,12 +265,14 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
             return {"problem": f"the original fails with {what}: {_one_line(error)}",
                     "original_failed": True}
         try:
+            torch.manual_seed(RNG_SEED)
             original = original_cls(_flagged_groups(original_params, flags), **options)
         except Exception:  # noqa: BLE001 - the first failure is the one to report
             return {"problem": f"the original fails with {what}: {_one_line(error)}",
                     "original_failed": True}
         what += " and param groups with " + ", ".join(f"{flag}=True/False" for flag in flags)
     try:
+        torch.manual_seed(RNG_SEED)
         ported = ported_cls(_flagged_groups(ported_params, flags) if flags else ported_params,
                             **options)
         base_lr = float(original.param_groups[0].get("lr", 1e-3))
@@ -277,7 +286,7 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
     # counter left in the port stops it like a host read does.
     step_port = cstorch.trace(ported.step)
     codes: set[str] = set()
-    for _ in range(steps):
+    for number in range(steps):
         grads = [torch.randn(t.shape, generator=generator) for t in start]
         for param, grad in zip(original_params, grads):
             param.grad = grad.clone()
@@ -287,11 +296,13 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
         for group, lr in zip(original.param_groups, lrs):
             group["lr"] = lr
         try:
+            torch.manual_seed(RNG_SEED + number)
             original.step()
         except Exception as error:  # noqa: BLE001
             return {"problem": f"the original's step fails with {what}: {_one_line(error)}",
                     "original_failed": True}
         try:
+            torch.manual_seed(RNG_SEED + number)
             step_port()
         except compliance_error as error:
             codes.add(getattr(error, "code", "") or "")
