@@ -984,19 +984,27 @@ class Rebound(cstorch.optim.Optimizer):
         for group in self.param_groups:
             for p in group["params"]:
                 state = self.state[p]
-                state["avg"] = state["avg"].sum(dim=0) * 0.5 + p.grad
-                p.add_(-group["lr"] * state["avg"])
+                before = state["avg"]
+                state["avg"] = state["avg"] * 0.5 + p.grad
+                p.add_(-group["lr"] * (state["avg"] - before))
 '''
 
 
-def test_state_rebound_where_its_shape_is_not_known_stays_and_is_listed(tmp_path: Path):
-    """Only a number or a 0-dim tensor made in preinitialize is updated in place by
-    `copy_`: a new tensor of another shape would not fit one made like the parameter."""
+def test_state_rebound_while_a_local_still_reads_its_old_tensor_stays_and_is_listed(
+        tmp_path: Path):
+    """`state["avg"].copy_(...)` would change the tensor `before` still names: the
+    rebinding stays, listed. With no such read, it becomes the copy."""
     path = tmp_path / "rebound.py"
     path.write_text(REBOUND_TENSOR)
     ported = port_file(str(path), Config())
     assert ported.ported == path.read_bytes()
     assert [(c.name, c.remaining) for c in ported.classes] == [("Rebound", ("CS102",))]
+
+    path.write_text(REBOUND_TENSOR.replace("(state[\"avg\"] - before)", "state[\"avg\"]"))
+    ported = port_file(str(path), Config())
+    assert '                state["avg"].copy_(state["avg"] * 0.5 + p.grad)\n' \
+        in ported.ported.decode()
+    assert [(c.name, c.remaining) for c in ported.classes] == [("Rebound", ())]
 
 
 GROUP_ENTRIES_LEFT_ALONE = '''\

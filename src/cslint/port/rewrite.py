@@ -764,10 +764,13 @@ class _Rewriter:
         return None
 
     def rebound_state_edits(self) -> list[Edit]:
-        """`state["k"] = <a new tensor>` each step (CS102), where preinitialize makes
-        `state["k"]` a Python number (an accumulator: `state["k"] = state["k"] * beta +
-        lr`) or a 0-dim tensor -> `state["k"].copy_(...)`, updated in place, the number
-        made a 0-dim float32 tensor in preinitialize."""
+        """`state["k"] = <a new tensor>` each step (CS102) -> `state["k"].copy_(...)`,
+        updated in place, where preinitialize makes `state["k"]`:
+        - a Python number (an accumulator: `state["k"] = state["k"] * beta + lr`) or a
+          0-dim tensor; the number is made a 0-dim float32 tensor in preinitialize;
+        - a tensor by a call (`cstorch.zeros_like(...)`), when nothing reads the entry's
+          old tensor after the statement through a local bound from it (`m =
+          state["m"]`): the copy changes that tensor too. Verify proves the shapes."""
         edits: list[Edit] = []
         made: set[int] = set()
         alias = _cstorch_name(self.tree) or "cstorch"
@@ -785,7 +788,10 @@ class _Rewriter:
                     continue
                 creations = _scalar_creations(setup, key)
                 if not creations:
-                    continue
+                    function = self._function_of(statement)
+                    if not _tensor_created(setup, key) or function is None \
+                            or _old_entry_read_after(function, statement, target, key):
+                        continue
                 for creation, number in creations:
                     if number is not None and id(creation) not in made:
                         made.add(id(creation))
@@ -1899,6 +1905,57 @@ def _scalar_creations(setup: ast.FunctionDef, key: str
         else:
             return []
     return found
+
+
+def _tensor_created(setup: ast.FunctionDef, key: str) -> bool:
+    """Whether preinitialize makes `<state>[key]`, each time by a call (a tensor:
+    `cstorch.zeros_like(p)`, `p.clone()`)."""
+    values = [node.value for node in ast.walk(setup)
+              if isinstance(node, ast.Assign) and _state_key_written(node) == key]
+    return bool(values) and all(isinstance(value, ast.Call) for value in values)
+
+
+def _old_entry_read_after(function: ast.AST, statement: ast.Assign, target: ast.Subscript,
+                          key: str) -> bool:
+    """Whether a local bound from the entry `target` names (an expression reading it:
+    `m = state["m"]`, `r, c = state["r"][:, None], ...`) is read after `statement` and
+    before it is bound again: rebinding left that tensor as it was, a copy changes it.
+    The local the statement binds the entry to is not such a read (`state["m"] = m`: m is
+    the old tensor, copied onto itself, or a new one, which the copy leaves as it is)."""
+    owner = target.value
+
+    def reads_entry(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant)
+                   and n.slice.value == key and ast.dump(n.value) == ast.dump(owner)
+                   for n in ast.walk(node))
+
+    aliases: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for bound in targets:
+                pairs = zip(bound.elts, node.value.elts) \
+                    if isinstance(bound, ast.Tuple) and isinstance(node.value, ast.Tuple) \
+                    and len(bound.elts) == len(node.value.elts) else [(bound, node.value)]
+                for name, value in pairs:
+                    if reads_entry(value):
+                        aliases |= {n.id for n in ast.walk(name) if isinstance(n, ast.Name)
+                                    and isinstance(n.ctx, ast.Store)}
+    if isinstance(statement.value, ast.Name):
+        aliases.discard(statement.value.id)
+    after = (statement.end_lineno, statement.end_col_offset)
+    # Code in the other arm of an `if` holding the statement does not run after it.
+    exclusive = [arm for node in ast.walk(function) if isinstance(node, ast.If)
+                 for taken, other in ((node.body, node.orelse), (node.orelse, node.body))
+                 if any(statement is n for s in taken for n in ast.walk(s)) for arm in other]
+    skipped = {id(n) for arm in exclusive for n in ast.walk(arm)}
+    for alias in aliases:
+        uses = sorted(((n.lineno, n.col_offset), isinstance(n.ctx, ast.Load))
+                      for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == alias
+                      and (n.lineno, n.col_offset) > after and id(n) not in skipped)
+        if uses and uses[0][1]:
+            return True
+    return False
 
 
 def _operand_code(r: "_Rewriter", test: ast.expr) -> str:
