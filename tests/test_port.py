@@ -1299,3 +1299,19 @@ def test_a_tensor_if_returning_one_of_two_values_returns_the_selection(tmp_path:
     assert "            return [grad, grad]\n        return [grad]\n" in text
     assert "        else:\n            return None\n" in text
     assert sorted(f.location.line for f in ported.findings if f.code == "CS201") == [31, 37]
+
+
+def test_a_shared_count_read_as_a_tensor_keeps_its_shape(tmp_path: Path):
+    """`torch.tensor([0])` is made 0-dim only where the class reads it as a number alone
+    (through `math`): read as a tensor, its [1] shape may matter, and it stays."""
+    source = (FIXTURES / "port" / "shared_state.in.py").read_text()
+    read_as_tensor = source.replace("        self.state[\"k\"].add_(1)\n",
+                                    "        self.state[\"k\"].add_(self.state[\"k\"] * 0 + 1)\n")
+    assert read_as_tensor != source
+    path = tmp_path / "count.py"
+    path.write_text(read_as_tensor)
+    text = port_file(str(path), Config()).ported.decode()
+    assert '        self.state["k"] = torch.tensor([0], dtype=torch.long)\n' in text
+    path.write_text(source)
+    text = port_file(str(path), Config()).ported.decode()
+    assert '        self.state["k"] = torch.tensor(0, dtype=torch.long)\n' in text

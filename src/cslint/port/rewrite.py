@@ -472,22 +472,29 @@ class _Rewriter:
                        and _loaded_names(statement.value) <= module_names
                        for statement in guard.body):
                 continue
-            moved = self._moved_to_preinitialize(owner, guard.body)
+            # A count made as `torch.tensor([0])` that the class reads only as a number
+            # (`math.pow(self.state["k"] + 1, 0.5)`, MADGRAD) is made 0-dim: in the
+            # tensor math the port turns that into, a [1] shape would make every result
+            # 1-D, which torch's scalar arguments (foreach ops, `alpha=`) refuse.
+            scalars = {id(listed): self.code(listed.elts[0]) for statement in guard.body
+                       if (listed := _one_element_list(statement.value)) is not None
+                       and _read_as_number_only(owner, _shared_state_key(statement), guard)}
+            moved = self._moved_to_preinitialize(owner, guard.body, scalars)
             if moved is not None:
                 return [moved, _removal(self, guard)]
         return []
 
-    def _moved_to_preinitialize(self, owner: ast.ClassDef, statements: list[ast.stmt]
-                                ) -> Edit | None:
+    def _moved_to_preinitialize(self, owner: ast.ClassDef, statements: list[ast.stmt],
+                                renamed: dict[int, str] | None = None) -> Edit | None:
         """`statements` (of a method of `owner`) at the end of its preinitialize(), made
-        before step() when it has none."""
+        before step() when it has none; the nodes in `renamed` (by id) replaced."""
         methods = _methods(owner)
         step, existing = methods["step"], methods.get("preinitialize")
         indent = self.indent_of(step)
         unit = _unit_indent(self.text, step, indent)
         lines = [f"{indent}def preinitialize(self):"] if existing is None else []
         for statement in statements:
-            lines.extend(_reindented(self, statement, indent + unit))
+            lines.extend(_reindented(self, statement, indent + unit, renamed))
         return self.preinitialize_edit(step, existing, lines)
 
     def preinitialize_edit(self, step: ast.FunctionDef, existing: ast.FunctionDef | None,
@@ -2286,6 +2293,41 @@ def _shared_state_key(statement: ast.stmt) -> str | None:
             and isinstance(target.slice.value, str) and _is_self_state(target.value):
         return target.slice.value
     return None
+
+
+def _one_element_list(value: ast.expr) -> ast.List | None:
+    """The list of `torch.tensor([number], ...)`, on one line; None for anything else."""
+    if isinstance(value, ast.Call) and dotted_name(value.func) == "torch.tensor" and value.args \
+            and isinstance(listed := value.args[0], ast.List) and len(listed.elts) == 1 \
+            and _is_number(listed.elts[0]) and listed.lineno == listed.end_lineno:
+        return listed
+    return None
+
+
+def _read_as_number_only(owner: ast.ClassDef, key: str | None, guard: ast.If) -> bool:
+    """Whether every read of `self.state[key]` in the class outside `guard` is in an
+    argument of a `math` function (a Python number is all it gives) or changes the entry
+    in place (`self.state[key].add_(1)`), and there is one."""
+    skipped = {id(n) for n in ast.walk(guard)}
+    parents = {id(child): node for node in ast.walk(owner) for child in ast.iter_child_nodes(node)}
+    reads = [n for n in ast.walk(owner) if isinstance(n, ast.Subscript) and id(n) not in skipped
+             and isinstance(n.ctx, ast.Load) and _is_self_state(n.value)
+             and isinstance(n.slice, ast.Constant) and n.slice.value == key]
+
+    def as_number(read: ast.Subscript) -> bool:
+        parent = parents.get(id(read))
+        if isinstance(parent, ast.Attribute) and parent.attr.endswith("_") \
+                and isinstance(parents.get(id(parent)), ast.Call):
+            return True
+        node = read
+        while isinstance(parent, (ast.expr, ast.keyword)):
+            if isinstance(parent, ast.Call) and node is not parent.func \
+                    and (dotted_name(parent.func) or "").startswith("math."):
+                return True
+            node, parent = parent, parents.get(id(parent))
+        return False
+
+    return bool(key) and bool(reads) and all(as_number(read) for read in reads)
 
 
 def _is_self_state(node: ast.expr) -> bool:
