@@ -1315,3 +1315,31 @@ def test_a_shared_count_read_as_a_tensor_keeps_its_shape(tmp_path: Path):
     path.write_text(source)
     text = port_file(str(path), Config()).ported.decode()
     assert '        self.state["k"] = torch.tensor(0, dtype=torch.long)\n' in text
+
+
+@pytest.mark.parametrize("change", [
+    # An early exit after the swap would skip the write-back.
+    ("                pos.mul_(beta1 ** 2)", "                if p.dim() > 3:\n"
+                                             "                    continue\n"
+                                             "                pos.mul_(beta1 ** 2)"),
+    # The entry read itself after the swap would be the old tensor, not the copy.
+    ("                p.add_(update, alpha=-group[\"lr\"])",
+     "                p.add_(update + state[\"neg\"], alpha=-group[\"lr\"])"),
+    # A name rebound to another tensor: the write-back would put that back.
+    ("                update = pos.mul", "                pos = pos * 1.0\n"
+                                         "                update = pos.mul"),
+    # With no return annotation, the dict's entries may be tensors, not lists.
+    ("    def _collect(self, group, keys) -> tuple[list[torch.Tensor], list[torch.Tensor],\n"
+     "                                             dict[str, list[torch.Tensor]]]:",
+     "    def _collect(self, group, keys):"),
+])
+def test_entries_swapped_where_the_write_back_is_not_sure_stay(tmp_path: Path, change):
+    source = (FIXTURES / "port" / "swapped_entries.in.py").read_text()
+    old, new = change
+    assert old in source
+    path = tmp_path / "swapped.py"
+    path.write_text(source.replace(old, new))
+    ported = port_file(str(path), Config())
+    remaining = {c.name: c.remaining for c in ported.classes}
+    assert "CS201" in remaining["ForeachPositiveNegative" if "_collect" in old
+                                else "PositiveNegative"], remaining

@@ -884,3 +884,274 @@ def _imported_modules(function: ast.FunctionDef, module) -> set[str]:
     if tree is not None:
         names |= _module_names(tree)
     return names
+
+
+# ---- entries swapped by a tensor test ------------------------------------------------------
+
+_SWAP_EXPLANATION = "# cslint port: copies of the entries the test swaps, put back below"
+_WRITE_BACK_EXPLANATION = "# cslint port: the swapped entries put back"
+
+
+def swapped_entries(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | None:
+    """Entries of one dict swapped by a tensor test, then changed in place (PNM's
+    positive-negative momentum, which changes the one or the other each step):
+
+        if step % 2 == 1:                       taken = step % 2 == 1
+            pos, neg = state["a"], state["b"]   pos = torch.where(taken, state["a"], state["b"])
+        else:                            ->     neg = torch.where(taken, state["b"], state["a"])
+            pos, neg = state["b"], state["a"]   ... (the code that changes pos, neg)
+        ... (pos.lerp_(g, w))                   state["a"].copy_(torch.where(taken, pos, neg))
+                                                state["b"].copy_(torch.where(taken, neg, pos))
+
+    and `if t: d["a"], d["b"] = d["b"], d["a"]` of a dict of lists of tensors (the
+    foreach form), each list selected element by element. The write-back ends the block
+    that holds the `if` (before its last statement where that is a `continue`). Only
+    where nothing after the `if` in that block leaves it early, rebinds the names but as
+    the same tensors (`p, pos = self.view_as_real(p, pos)`), rebinds the dict, or reads
+    the entries themselves (the per-name form), and where a dict of lists is one by a
+    return annotation (`dict[str, list[Tensor]]`)."""
+    from cslint.port.rewrite import _newline, _unit_indent
+
+    block = r._block_of(statement)
+    if block is None:
+        return None
+    at = next(i for i, s in enumerate(block) if s is statement)
+    after = block[at + 1:]
+    closing = after[-1] if after and isinstance(after[-1], ast.Continue) else None
+    middle = after[:-1] if closing is not None else after
+    if any(isinstance(n, (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom))
+           for s in middle for n in ast.walk(s)):
+        return None
+    aliases = _aliased_entries(statement)
+    swapped = _swapped_lists(r, statement) if aliases is None else None
+    if aliases is None and swapped is None:
+        return None
+    container, picks = aliases if aliases is not None else swapped
+    if any(isinstance(n, ast.Name) and n.id == container and isinstance(n.ctx, ast.Store)
+           for s in middle for n in ast.walk(s)):
+        return None
+    keys = sorted({key for key, _ in picks.values()})
+    if aliases is not None and (
+            any(_reads_entry(s, container, keys) for s in middle)
+            or not all(_keeps_names(s, set(picks)) for s in middle)):
+        return None
+
+    taken_names = {n.id for n in ast.walk(r._function_of(statement) or statement)
+                   if isinstance(n, ast.Name)}
+
+    def fresh_name(stem: str) -> str:
+        candidate, number = stem, 2
+        while candidate in taken_names:
+            candidate, number = f"{stem}_{number}", number + 1
+        taken_names.add(candidate)
+        return candidate
+
+    # Each entry as the file writes it (its quotes).
+    entry = {_constant_key(n): r.code(n) for n in ast.walk(statement)
+             if _constant_key(n) in keys}
+    torch = r.torch
+    indent = r.indent_of(statement)
+    unit = _unit_indent(r.text, statement, indent)
+    chosen = fresh_name("taken")
+    lines = [indent + _SWAP_EXPLANATION, f"{indent}{chosen} = {condition}"]
+    back: list[str] = [indent + _WRITE_BACK_EXPLANATION]
+    if aliases is not None:
+        for name, (first, second) in picks.items():
+            lines.append(f"{indent}{name} = {torch}.where({chosen}, {entry[first]}, "
+                         f"{entry[second]})")
+        for key in keys:
+            if_taken = next(n for n, (first, _) in picks.items() if first == key)
+            otherwise = next(n for n, (_, second) in picks.items() if second == key)
+            back.append(f"{indent}{entry[key]}.copy_({torch}.where({chosen}, "
+                        f"{if_taken}, {otherwise}))")
+    else:
+        kept = {key: fresh_name(f"{key}_kept" if key.isidentifier() else "kept")
+                for key in keys}
+        lines.extend(f"{indent}{kept[key]} = {entry[key]}" for key in keys)
+        for key in keys:
+            source = picks[key][0]  # the entry whose list `key` holds where the test holds
+            lines.append(f"{indent}{entry[key]} = [{torch}.where({chosen}, b, a) "
+                         f"for a, b in zip({kept[key]}, {kept[source]})]")
+        for key in keys:
+            holder = next(k for k in keys if picks[k][0] == key)
+            back.append(f"{indent}for kept, a, b in zip({kept[key]}, {entry[key]}, "
+                        f"{entry[holder]}):")
+            back.append(f"{indent}{unit}kept.copy_({torch}.where({chosen}, b, a))")
+    lines = [part for line in lines for part in _wrapped(line)]
+    back = [part for line in back for part in _wrapped(line)]
+    newline = _newline(r.text)
+    start = r.span(statement)[0]
+    if middle:
+        end = r.span(middle[-1])[1]
+        kept_text = r.text[r.span(statement)[1]:end]
+        text = newline.join(lines)[len(indent):] + kept_text + newline + newline.join(back)
+    else:
+        end = r.span(statement)[1]
+        text = newline.join(lines + back)[len(indent):]
+    if not _comments(indent + r.code(statement)) <= _comments(text):
+        return None
+    return Edit(start, end, text.replace("\n", newline) if newline != "\n" else text)
+
+
+def _aliased_entries(statement: ast.If) -> tuple[str, dict[str, tuple[str, str]]] | None:
+    """For `if t: a, b = d["x"], d["y"] / else: a, b = d["y"], d["x"]` (or one
+    assignment a line): ("d", {"a": ("x", "y"), "b": ("y", "x")}), each name with the
+    key it holds where the test holds and where it does not; the two branches bind the
+    same names to the same keys, each key once. None otherwise."""
+    if not statement.orelse:
+        return None
+    containers: set[str] = set()
+
+    def bindings(block: list[ast.stmt]) -> dict[str, str] | None:
+        found: dict[str, str] = {}
+        for assignment in block:
+            if not (isinstance(assignment, ast.Assign) and len(assignment.targets) == 1):
+                return None
+            target, value = assignment.targets[0], assignment.value
+            pairs = list(zip(target.elts, value.elts)) \
+                if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) \
+                and len(target.elts) == len(value.elts) else [(target, value)]
+            for name, entry in pairs:
+                key = _constant_key(entry)
+                if not isinstance(name, ast.Name) or key is None or name.id in found:
+                    return None
+                containers.add(entry.value.id)
+                found[name.id] = key
+        return found
+
+    first, second = bindings(statement.body), bindings(statement.orelse)
+    if not first or second is None or set(first) != set(second) or len(containers) != 1 \
+            or sorted(first.values()) != sorted(second.values()) \
+            or len(set(first.values())) != len(first) or first == second:
+        return None
+    return containers.pop(), {name: (first[name], second[name]) for name in first}
+
+
+def _swapped_lists(r: "_Rewriter", statement: ast.If
+                   ) -> tuple[str, dict[str, tuple[str, str]]] | None:
+    """For `if t: d["x"], d["y"] = d["y"], d["x"]` where `d` holds lists of tensors:
+    ("d", {"x": ("y", "x"), "y": ("x", "y")}), each key with the key whose list it holds
+    where the test holds, and its own."""
+    if statement.orelse or len(statement.body) != 1:
+        return None
+    assignment = statement.body[0]
+    if not (isinstance(assignment, ast.Assign) and len(assignment.targets) == 1
+            and isinstance(assignment.targets[0], ast.Tuple)
+            and isinstance(assignment.value, ast.Tuple)
+            and len(assignment.targets[0].elts) == len(assignment.value.elts)):
+        return None
+    targets = [_constant_key(t) for t in assignment.targets[0].elts]
+    sources = [_constant_key(v) for v in assignment.value.elts]
+    roots = {n.value.id for n in (*assignment.targets[0].elts, *assignment.value.elts)
+             if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)}
+    if None in targets or None in sources or len(roots) != 1 or \
+            sorted(targets) != sorted(sources) or len(set(targets)) != len(targets) or \
+            targets == sources:
+        return None
+    container = roots.pop()
+    if not _holds_lists(r, statement, container):
+        return None
+    return container, {target: (source, target) for target, source in zip(targets, sources)}
+
+
+def _constant_key(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+            and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        return node.slice.value
+    return None
+
+
+def _holds_lists(r: "_Rewriter", statement: ast.If, container: str) -> bool:
+    """Whether `container` is bound, last before `statement`, by unpacking a call of
+    the project's whose return annotation gives it as a dict of lists
+    (`-> tuple[list[Tensor], list[Tensor], dict[str, list[Tensor]]]`)."""
+    function = r._function_of(statement)
+    owner = next((a for a in r.ancestors(statement) if isinstance(a, ast.ClassDef)), None)
+    if function is None or r.helpers is None:
+        return False
+    bindings = [n for n in ast.walk(function) if isinstance(n, ast.Assign)
+                and n.lineno < statement.lineno and any(
+                    isinstance(t, ast.Name) and t.id == container
+                    for target in n.targets for t in ast.walk(target))]
+    if not bindings:
+        return False
+    last = max(bindings, key=lambda n: (n.lineno, n.col_offset))
+    target = last.targets[0] if len(last.targets) == 1 else None
+    if not (isinstance(target, ast.Tuple) and isinstance(last.value, ast.Call)):
+        return False
+    position = next((i for i, t in enumerate(target.elts)
+                     if isinstance(t, ast.Name) and t.id == container), None)
+    found = r.helpers.resolve(last.value, owner)
+    if found is None or position is None:
+        return False
+    returns = found[0].returns
+    if not (isinstance(returns, ast.Subscript) and _type_name(returns.value) == "tuple"
+            and isinstance(returns.slice, ast.Tuple)
+            and len(returns.slice.elts) == len(target.elts)):
+        return False
+    given = returns.slice.elts[position]
+    return isinstance(given, ast.Subscript) and _type_name(given.value) == "dict" \
+        and isinstance(given.slice, ast.Tuple) and len(given.slice.elts) == 2 \
+        and isinstance(given.slice.elts[1], ast.Subscript) \
+        and _type_name(given.slice.elts[1].value) == "list"
+
+
+def _type_name(node: ast.expr) -> str:
+    name = (dotted_name(node) or "").rsplit(".", 1)[-1]
+    return name.lower() if name in ("Tuple", "Dict", "List") else name
+
+
+def _reads_entry(statement: ast.stmt, container: str, keys: list[str]) -> bool:
+    return any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+               and n.value.id == container and isinstance(n.slice, ast.Constant)
+               and n.slice.value in keys for n in ast.walk(statement))
+
+
+def _keeps_names(statement: ast.stmt, names: set[str]) -> bool:
+    """Whether `statement` binds none of `names`, or binds them only as the same tensors
+    (`p, pos = self.view_as_real(p, pos)`: each given back where it was passed)."""
+    stores = [n for n in ast.walk(statement) if isinstance(n, ast.Name)
+              and isinstance(n.ctx, ast.Store) and n.id in names]
+    if not stores:
+        return True
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Tuple)
+            and isinstance(statement.value, ast.Call) and not statement.value.keywords):
+        return False
+    targets, arguments = statement.targets[0].elts, statement.value.args
+    return len(targets) == len(arguments) and all(
+        isinstance(t, ast.Name) and isinstance(a, ast.Name) and t.id == a.id
+        for t, a in zip(targets, arguments) if isinstance(t, ast.Name) and t.id in names)
+
+
+def _wrapped(line: str) -> list[str]:
+    """`line` (generated code) in lines of at most the port's line length where it can
+    be: broken after the last `, ` (or before the last ` for `) inside brackets that
+    fits, the rest under the innermost open bracket."""
+    from cslint.port.rewrite import _LINE_LENGTH
+
+    if len(line) <= _LINE_LENGTH:
+        return [line]
+    opened: list[int] = []
+    quote = ""
+    # The break at the fewest open brackets, before ` for ` rather than after `, `, the
+    # last of those: (rank, where the rest starts, its indent).
+    best: tuple[tuple[int, int, int], int, int] | None = None
+    for at, char in enumerate(line):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            opened.append(at)
+        elif char in ")]}" and opened:
+            opened.pop()
+        elif opened and at < _LINE_LENGTH and (line.startswith(", ", at)
+                                                or line.startswith(" for ", at)):
+            rank = (-len(opened), 1 if char == " " else 0, at)
+            if best is None or rank > best[0]:
+                best = (rank, at + 2 if char == "," else at + 1, opened[-1] + 1)
+    if best is None:
+        return [line]
+    _, rest, column = best
+    return [line[:rest].rstrip(), *_wrapped(" " * column + line[rest:])]

@@ -964,7 +964,8 @@ class _Rewriter:
             if chain is None:
                 edit = self._selected_update(statement, tensor_tests) or \
                     self._selected_in_place(statement, tensor_tests) or \
-                    self._both_branches(statement, tensor_tests)
+                    self._both_branches(statement, tensor_tests) or \
+                    self._both_branches(statement, tensor_tests, swapped=True)
                 if edit is not None:
                     return edit
                 continue
@@ -979,8 +980,10 @@ class _Rewriter:
                     not all(_selectable(v) and _side_effect_free(v) for v in values) or \
                     not all(_side_effect_free(t) for t, _ in branches) or \
                     _reads_carried_value(statement, self._function_of(statement), values):
-                # (Lists of tensors, selected one by one, may still be.)
-                edit = self._both_branches(statement, tensor_tests)
+                # (Lists of tensors, selected one by one, may still be; entries the
+                # branches swap, too.)
+                edit = self._both_branches(statement, tensor_tests) or \
+                    self._both_branches(statement, tensor_tests, swapped=True)
                 if edit is not None:
                     return edit
                 continue
@@ -1050,10 +1053,13 @@ class _Rewriter:
                 return block
         return None
 
-    def _both_branches(self, statement: ast.If, tensor_tests: set[int]) -> Edit | None:
+    def _both_branches(self, statement: ast.If, tensor_tests: set[int],
+                       swapped: bool = False) -> Edit | None:
         """Branches that change tensors in place (or bind lists of them): both run, each
-        changed tensor selected (`cslint.port.branches`)."""
-        from cslint.port.branches import both_branches  # (it reads this module's helpers)
+        changed tensor selected; with `swapped`, branches that swap entries of a dict
+        (`cslint.port.branches`)."""
+        from cslint.port.branches import both_branches, swapped_entries  # (they read
+        # this module's helpers)
 
         test = statement.test
         if not _has_tensor_operand(test, tensor_tests) or not _side_effect_free(test) or \
@@ -1062,7 +1068,9 @@ class _Rewriter:
                                      [statement]):
             return None
         condition = self._condition(test, tensor_tests)
-        return None if condition is None else both_branches(self, statement, condition)
+        if condition is None:
+            return None
+        return (swapped_entries if swapped else both_branches)(self, statement, condition)
 
     def _assignment_chain(self, statement: ast.If) -> tuple[
             list[str], list[tuple[ast.expr, list[ast.expr]]], list[ast.expr | str]] | None:
