@@ -106,6 +106,13 @@ class FunctionWalker(StatementWalker):
     def statement_If(self, node: ast.If) -> None:
         self.test(node.test, Condition.IF)
         not_in_body, not_in_else = _not_tensors(node.test)
+        dead = self._dead_branch(not_in_body, not_in_else)
+        if dead is not None:
+            # `if isinstance(t, torch.Tensor):` of a device tensor: only the branch a
+            # tensor takes runs (what the other does to values computed from `t` is of
+            # Python numbers).
+            self.block(node.orelse if dead == "body" else node.body)
+            return
         before = dict(self.env)
         self._narrowed_block(node.body, not_in_body)
         after_body = self.env
@@ -449,8 +456,21 @@ class FunctionWalker(StatementWalker):
     def eval_IfExp(self, node: ast.IfExp) -> Value:
         self.truth(node.test)
         not_in_body, not_in_else = _not_tensors(node.test)
+        dead = self._dead_branch(not_in_body, not_in_else)
+        if dead is not None:  # (as in `statement_If`)
+            return self.eval(node.orelse if dead == "body" else node.body)
         return join(self._narrowed_eval(node.body, not_in_body),
                     self._narrowed_eval(node.orelse, not_in_else))
+
+    def _dead_branch(self, not_in_body: set[str], not_in_else: set[str]) -> str | None:
+        """"body" or "else": the branch of a test that a device tensor in the
+        environment cannot take (`isinstance(t, torch.Tensor)` false, `isinstance(t,
+        float)` true); None when both may run."""
+        if any(is_device(self.env.get(name)) for name in not_in_else):
+            return "else"
+        if any(is_device(self.env.get(name)) for name in not_in_body):
+            return "body"
+        return None
 
     def _narrowed_eval(self, node: ast.expr, not_tensors: set[str]) -> Value:
         """The expression's value where these names hold no tensor (as `_narrowed_block`;
