@@ -1343,3 +1343,18 @@ def test_entries_swapped_where_the_write_back_is_not_sure_stay(tmp_path: Path, c
     remaining = {c.name: c.remaining for c in ported.classes}
     assert "CS201" in remaining["ForeachPositiveNegative" if "_collect" in old
                                 else "PositiveNegative"], remaining
+
+
+def test_a_helper_keyword_that_step_passes_differently_keeps_the_state_lazy(tmp_path: Path):
+    """The option a helper reads from `**kwargs` goes to preinitialize as step's one call
+    passes it; with calls that pass different values, there is no one value to read."""
+    source = (FIXTURES / "port" / "helper_keywords.in.py").read_text()
+    twice = source.replace("            self.init_group(group, beta1=beta1)\n",
+                           "            self.init_group(group, beta1=beta1)\n"
+                           "            self.init_group(group, beta1=0.5)\n")
+    assert twice != source
+    path = tmp_path / "keywords.py"
+    path.write_text(twice)
+    ported = port_file(str(path), Config())
+    assert "def preinitialize" not in ported.ported.decode()
+    assert "CS101" in ported.classes[0].remaining

@@ -1363,6 +1363,10 @@ class _LazyStatePlan:
         self.owner = owner
         self.created = created
         self.edits: list[Edit] = []
+        # A helper's `kwargs.get("k", d)` the prelude takes, by id, with what step's
+        # calls give it (`_passed_keyword`); the helper and step, while one is built.
+        self.passed: dict[int, str] = {}
+        self.calling: tuple[ast.FunctionDef, ast.FunctionDef, str] | None = None
 
     def build(self) -> bool:
         """Whether the checked creations of one method (step, or a helper it calls)
@@ -1469,6 +1473,8 @@ class _LazyStatePlan:
         if not all(f.ready(self.owner, where) for f in first_steps.values()):
             return False
         known = {group, param, state_name} | set(gradients)
+        self.calling = (where, step, group) if where is not step else None
+        self.passed = {}
         # The tests of options each check's creations keep: those of the `if`s around
         # it, and those beside the state's test in its own (`len(state) == 0 and
         # self.p_bound is not None`: `p.norm().mul_(self.p_bound)` needs its option).
@@ -1487,7 +1493,7 @@ class _LazyStatePlan:
             return False
         # A gradient only gives the new state its shape, dtype and device: the
         # parameter's are the same.
-        renamed: dict[int, str] = {}
+        renamed: dict[int, str] = dict(self.passed)
         for statement in prelude + moved:
             for name in _shape_only_uses(statement, gradients, param):
                 renamed[id(name)] = param
@@ -1728,6 +1734,15 @@ class _LazyStatePlan:
         while needed:
             name = needed.pop()
             source = next((s for s in reversed(candidates) if name in _assigned_names(s)), None)
+            passed = self._passed_keyword(source) if source is not None else None
+            if passed is not None:
+                # `beta1 = kwargs.get("beta1", 0.9)`: what step's call passes, read from
+                # the group (`group["betas"][0]`), in its place.
+                call, text = passed
+                self.passed[id(call)] = text
+                if source not in chosen:
+                    chosen.append(source)
+                continue
             # (`shape = p.grad.shape`: the parameter's shape; renamed below.)
             if source is None or _reads_grad_values(source.value):
                 return None
@@ -1736,6 +1751,67 @@ class _LazyStatePlan:
                 needed |= _loaded_names(source) - known - module_names - _BUILTINS - {"self"} \
                     - set().union(*(_assigned_names(c) for c in chosen))
         return sorted(chosen, key=lambda s: (s.lineno, s.col_offset))
+
+    def _passed_keyword(self, source: ast.stmt) -> tuple[ast.expr, str] | None:
+        """For `name = kwargs.get("k", default)` (or `kwargs["k"]`) in the helper that
+        makes the state, where every call of it in step passes `k=n` (or none does, and
+        there is a default): the `kwargs` read, and the code of what `n` is there, from
+        step's group loop (`beta1, beta2 = group["betas"]` -> `group["betas"][0]`),
+        reading nothing but the group and the module's names. None otherwise."""
+        if self.calling is None or not isinstance(source, (ast.Assign, ast.AnnAssign)):
+            return None
+        helper, step, group = self.calling
+        keywords = helper.args.kwarg.arg if helper.args.kwarg is not None else None
+        read = source.value
+        if isinstance(read, ast.Call) and isinstance(read.func, ast.Attribute) \
+                and read.func.attr == "get" and not read.keywords and 1 <= len(read.args) <= 2:
+            container, key = read.func.value, read.args[0]
+            default = read.args[1] if len(read.args) == 2 else None
+        elif isinstance(read, ast.Subscript):
+            container, key, default = read.value, read.slice, None
+        else:
+            return None
+        if not (keywords and isinstance(container, ast.Name) and container.id == keywords
+                and isinstance(key, ast.Constant) and isinstance(key.value, str)
+                and read.lineno == read.end_lineno):
+            return None
+        calls = [n for n in ast.walk(step) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute) and n.func.attr == helper.name
+                 and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"]
+        given = {self.r.code(k.value) if (k := next((k for k in c.keywords
+                                                      if k.arg == key.value), None))
+                 else None for c in calls}
+        if not calls or len(given) != 1 or any(k.arg is None for c in calls for k in c.keywords):
+            return None
+        (passed,) = given
+        if passed is None:
+            return (read, self.r.code(default)) if default is not None \
+                and not _loaded_names(default) - _BUILTINS else None
+        call = calls[0]
+        loop = next((a for a in self.r.ancestors(call) if isinstance(a, ast.For)
+                     and _group_name(a) == group), None)
+        if loop is None or not passed.isidentifier():
+            return None
+        bindings = [b for b in loop.body if isinstance(b, (ast.Assign, ast.AnnAssign))
+                    and b.end_lineno < call.lineno and passed in _assigned_names(b)]
+        if len(bindings) != 1:
+            return None
+        (binding,) = bindings
+        targets = _targets(binding)
+        value = binding.value
+        if len(targets) == 1 and isinstance(targets[0], ast.Name):
+            text = self.r.code(value)
+        elif len(targets) == 1 and isinstance(targets[0], ast.Tuple) and all(
+                isinstance(t, ast.Name) for t in targets[0].elts) and \
+                isinstance(value, (ast.Subscript, ast.Name)):
+            position = [t.id for t in targets[0].elts].index(passed)
+            text = f"{self.r.code(value)}[{position}]"
+        else:
+            return None
+        module_names = _module_names(self.r.tree) | _BUILTINS
+        if "\n" in text or not _loaded_names(value) <= module_names | {group}:
+            return None
+        return read, text
 
     def _removal(self, guard: ast.If) -> Edit:
         return _removal(self.r, guard)
