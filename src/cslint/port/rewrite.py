@@ -1981,7 +1981,9 @@ def _scalar_creations(setup: ast.FunctionDef, key: str
                       ) -> list[tuple[ast.Assign, float | None]]:
     """The statements of preinitialize that make `<state>[key]` (with the number where
     it is a Python number), when each makes a number or a 0-dim tensor (`cstorch.zeros(
-    ())`, `cstorch.full((), 1.0)`); none otherwise."""
+    ())`, `cstorch.full((), 1.0)`), or either of a number and a 0-dim tensor of that
+    number (timm's LaProp: `torch.zeros_like(group["lr"]) if torch.is_tensor(group["lr"])
+    else 0.`, given the number); none otherwise."""
     found = []
     for node in ast.walk(setup):
         if not (isinstance(node, ast.Assign) and _state_key_written(node) == key):
@@ -1989,6 +1991,8 @@ def _scalar_creations(setup: ast.FunctionDef, key: str
         value = node.value
         if _is_number(value):
             found.append((node, ast.literal_eval(value)))
+        elif isinstance(value, ast.IfExp) and (number := _number_either_way(value)) is not None:
+            found.append((node, number))
         elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
                 value.func.attr in ("zeros", "full") and value.args and \
                 isinstance(value.args[0], ast.Tuple) and not value.args[0].elts:
@@ -1996,6 +2000,33 @@ def _scalar_creations(setup: ast.FunctionDef, key: str
         else:
             return []
     return found
+
+
+def _number_either_way(choice: ast.IfExp) -> float | None:
+    """n for `<a 0-dim tensor of n> if <test> else n` (or the other way round): a tensor
+    of shape `()`, or made like a param-group value (the lr: `torch.zeros_like(group[
+    "lr"])`), holding n; None for anything else."""
+    for tensor, number in ((choice.body, choice.orelse), (choice.orelse, choice.body)):
+        if not (_is_number(number) and isinstance(tensor, ast.Call)
+                and isinstance(tensor.func, ast.Attribute) and not tensor.keywords
+                and tensor.args):
+            continue
+        name, arguments = tensor.func.attr, tensor.args
+        if name in ("zeros", "ones", "zeros_like", "ones_like") and len(arguments) == 1:
+            holds = 1 if name.startswith("ones") else 0
+        elif name in ("full", "full_like") and len(arguments) == 2 and _is_number(arguments[1]):
+            holds = ast.literal_eval(arguments[1])
+        else:
+            continue
+        shape_or_like = arguments[0]
+        zero_dim = isinstance(shape_or_like, ast.Tuple) and not shape_or_like.elts \
+            if not name.endswith("_like") else \
+            isinstance(shape_or_like, ast.Subscript) and isinstance(shape_or_like.value, ast.Name) \
+            and isinstance(shape_or_like.slice, ast.Constant) \
+            and isinstance(shape_or_like.slice.value, str)
+        if zero_dim and holds == ast.literal_eval(number):
+            return ast.literal_eval(number)
+    return None
 
 
 def _tensor_created(setup: ast.FunctionDef, key: str) -> bool:
