@@ -633,8 +633,7 @@ class Picky(cstorch.optim.Optimizer):
                 else:
                     scale = norm * 1.0
                 if norm > 3:
-                    # clipped
-                    shrink = norm * 0.5
+                    shrink = norm * 0.5  # clipped
                 else:
                     shrink = norm * 1.0
                 if norm > 4:
@@ -663,8 +662,9 @@ class Picky(cstorch.optim.Optimizer):
 
 def test_a_tensor_if_that_is_not_a_pure_selection_of_one_value_stays(tmp_path: Path):
     """The statement `if` becomes torch.where only where both values are computed afresh
-    and free of side effects, with an `else`, and no comment inside: an alias of state
-    (updated in place later), an in-place op, a comment, a missing `else` for a name
+    and free of side effects, with an `else`, and no comment beside code inside: an alias
+    of state (updated in place later), an in-place op, such a comment, a missing `else`
+    for a name
     not bound above all stay; so
     do in-place additions whose argument is changed in place, a branch reading a value
     the step sets further down (it may not be set before the first step ends), and
@@ -674,7 +674,58 @@ def test_a_tensor_if_that_is_not_a_pure_selection_of_one_value_stays(tmp_path: P
     ported = port_file(str(path), Config())
     assert ported.ported == path.read_bytes()
     assert sorted(f.location.line for f in ported.findings if f.code == "CS201") == \
-        [23, 28, 32, 37, 39, 44, 51]
+        [23, 28, 32, 36, 38, 43, 50]
+
+
+FIRST_STEP_CHOICE = '''\
+import torch
+import cerebras.pytorch as cstorch
+
+
+def _update(p, grad, last_grad, step):
+    if step == 1:
+        # the gradient as it is on the first step
+        change = grad
+    else:
+        change = (grad - last_grad).mul_(0.5).add_(grad)
+    p.sub_(0.1 * change)
+    last_grad.copy_(grad)
+
+
+class FirstStepChoice(cstorch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr), enable_global_step=True)
+
+    def preinitialize(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p]["last_grad"] = cstorch.zeros_like(p)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                step = self.increment_global_step(p)
+                _update(p, p.grad, self.state[p]["last_grad"], step)
+'''
+
+
+def test_a_selection_keeps_the_comments_of_its_branches_above_it(tmp_path: Path):
+    """Comments on lines of their own in the branches go above the torch.where; a name
+    that nothing changes in place nor aliases is selected like a value (timm's Mars:
+    `c = grad` on the first step), and an in-place op on a tensor the value makes itself
+    changes nothing else. Aliased (`grad = p.grad` beside `p.grad.mul_(2)`), it stays."""
+    path = tmp_path / "first.py"
+    path.write_text(FIRST_STEP_CHOICE)
+    text = port_file(str(path), Config()).ported.decode()
+    assert ("    # the gradient as it is on the first step\n"
+            "    change = torch.where(step == 1, grad, (grad - last_grad).mul_(0.5).add_(grad))\n"
+            ) in text
+    aliased = FIRST_STEP_CHOICE.replace("def _update(p, grad, last_grad, step):\n",
+                                        "def _update(p, given, last_grad, step):\n"
+                                        "    grad = given\n")
+    path.write_text(aliased)
+    assert port_file(str(path), Config()).ported == aliased.encode()
 
 
 def test_a_tensor_if_choosing_one_value_becomes_torch_where_beside_a_python_elif(

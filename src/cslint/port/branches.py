@@ -414,7 +414,7 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
         if not (name in taken.bound and name in other.bound) and \
                 not _bound_before(function, name, statement):
             return None
-        if _changed_in_place(function, name):
+        if changed_in_place(function, name):
             return None  # a selected copy would no longer alias what it named
     name_kinds: dict[str, str] = {}
     for name in live:
@@ -620,9 +620,14 @@ def _read_after(function: ast.AST, statement: ast.If, name: str) -> bool:
     return any(id(n) in in_loops for n in loads)
 
 
-def _changed_in_place(function: ast.AST, name: str) -> bool:
+def changed_in_place(function: ast.AST, name: str) -> bool:
     """Whether the function changes what `name` holds in place anywhere: a method
-    (`name.add_()`), or a first argument (`torch._foreach_add_(name, ...)`)."""
+    (`name.add_()`), or a first argument (`torch._foreach_add_(name, ...)`,
+    `foreach_add_(name, ...)`); not an argument of another local's method
+    (`exp_avg.add_(name)`), which changes that local."""
+    locals_ = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)
+               and isinstance(n.ctx, ast.Store)} | \
+        {a.arg for a in ast.walk(function) if isinstance(a, ast.arg)}
     for node in ast.walk(function):
         if not isinstance(node, ast.Call):
             continue
@@ -634,6 +639,16 @@ def _changed_in_place(function: ast.AST, name: str) -> bool:
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
                 func.value.id == name:
             return True
+        if isinstance(func, ast.Attribute):
+            chained = func.value  # `exp_avg.mul_(b).add_(name)`: exp_avg's method too
+            while isinstance(chained, ast.Call) and isinstance(chained.func, ast.Attribute):
+                chained = chained.func.value
+            receiver = _place_root(chained)
+            if receiver is None or (receiver.id in locals_ and receiver.id != "self"):
+                # A method of a local tensor or of a new one (`(a - b).add_(name)`): it
+                # changes that tensor. (Of a module or `self`: a function, which may
+                # change its first argument.)
+                continue
         if node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == name:
             return True
     return False

@@ -976,8 +976,10 @@ class _Rewriter:
             rebinds_tested = len(names) > 1 and any(
                 isinstance(n, ast.Name) and n.id in names
                 for t, _ in branches for n in ast.walk(t))
+            function = self._function_of(statement)
             if rebinds_tested or \
-                    not all(_selectable(v) and _side_effect_free(v) for v in values) or \
+                    not all((_selectable(v) or _unchanged_alias(v, names, function))
+                            and _side_effect_free(v, on_new_tensors=True) for v in values) or \
                     not all(_side_effect_free(t) for t, _ in branches) or \
                     _reads_carried_value(statement, self._function_of(statement), values):
                 # (Lists of tensors, selected one by one, may still be; entries the
@@ -988,12 +990,13 @@ class _Rewriter:
                     return edit
                 continue
             start, end = self.span(statement)
-            if "#" in self.text[start:end]:
+            comments = _comment_lines(self.text[start:end])
+            if comments is None:
                 continue
-            lines = [self._selection_line(statement, name, [(t, block[index])
-                                                           for t, block in branches],
-                                          last[index], tensor_tests)
-                     for index, name in enumerate(names)]
+            lines = comments + [self._selection_line(statement, name, [(t, block[index])
+                                                                      for t, block in branches],
+                                                     last[index], tensor_tests)
+                                for index, name in enumerate(names)]
             return Edit(start, end, (_newline(self.text) + self.indent_of(statement))
                         .join(lines))
         return None
@@ -2599,12 +2602,24 @@ def _side_effect_free(node: ast.expr, on_new_tensors: bool = False) -> bool:
             return False
         if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) \
                 and child.func.attr.endswith("_") and not child.func.attr.startswith("_"):
-            receiver = child.func.value
-            if not (on_new_tensors and isinstance(receiver, ast.Call)
-                    and isinstance(receiver.func, ast.Attribute)
-                    and receiver.func.attr in _ALLOCATING | set(_OUT_OF_PLACE)):
+            if not (on_new_tensors and _made_here(child.func.value)):
                 return False  # an in-place op on what exists outside the expression
     return True
+
+
+def _made_here(node: ast.expr) -> bool:
+    """Whether `node` is a tensor the expression makes: a result of an allocating or
+    out-of-place method (`x.sqrt()`), of arithmetic (`(g - m)`), or an in-place op on
+    one of those (`(g - m).mul_(b)` gives that same new tensor)."""
+    if isinstance(node, (ast.BinOp, ast.UnaryOp)):
+        return True
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    attribute = node.func.attr
+    if attribute in _ALLOCATING or attribute in _OUT_OF_PLACE:
+        return True
+    return attribute.endswith("_") and not attribute.startswith("_") and \
+        _made_here(node.func.value)
 
 
 def _shifted(code: str, columns: int) -> str:
@@ -2683,6 +2698,46 @@ def _updated_in_place(function: ast.AST, name: str) -> bool:
                and n.func.attr.endswith("_") and not n.func.attr.startswith("_")
                and isinstance(n.func.value, ast.Name) and n.func.value.id == name
                for n in ast.walk(function))
+
+
+def _comment_lines(code: str) -> list[str] | None:
+    """The comments of `code` that have lines of their own (kept above what replaces
+    it), stripped; None where a comment shares a line with code (or `#` is in a
+    string), which the replacement would lose."""
+    comments = []
+    for line in code.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            comments.append(stripped)
+        elif "#" in line:
+            return None
+    return comments
+
+
+def _unchanged_alias(node: ast.expr, names: list[str], function: ast.AST | None) -> bool:
+    """A name (`c_t = grad` in a branch) that nothing in the function changes in place,
+    nor the names the branches bind, and that no other name of the function aliases: it
+    is bound only to values made here (not `grad = p.grad`), or is a parameter, and no
+    name is bound to it alone. A selected copy then holds the same values as the object
+    it would have named, before and after."""
+    from cslint.port.branches import changed_in_place
+
+    if not isinstance(node, ast.Name) or function is None or \
+            any(changed_in_place(function, name) for name in (node.id, *names)):
+        return False
+    for assignment in ast.walk(function):
+        if not isinstance(assignment, (ast.Assign, ast.AnnAssign)) or assignment.value is None:
+            continue
+        targets = assignment.targets if isinstance(assignment, ast.Assign) \
+            else [assignment.target]
+        value = assignment.value
+        binds_it = any(isinstance(t, ast.Name) and t.id == node.id for t in targets)
+        if binds_it and isinstance(value, (ast.Name, ast.Attribute, ast.Subscript)):
+            return False  # another object's alias
+        if isinstance(value, ast.Name) and value.id == node.id and not all(
+                isinstance(t, ast.Name) and t.id in names for t in targets):
+            return False  # aliased by another name
+    return True
 
 
 def _selectable(node: ast.expr) -> bool:

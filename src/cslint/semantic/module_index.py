@@ -522,6 +522,28 @@ def is_super_call(node: ast.expr) -> bool:
             and node.func.id == "super")
 
 
+def enables_global_step(init: "FunctionInfo") -> bool:
+    """Whether an `__init__` passes a true `enable_global_step` to a base `__init__`
+    (a statement-level call, `super().__init__(params, defaults, enable_global_step=True)`):
+    each parameter's `state["step"]` is then cstorch's global step, a float32 tensor."""
+    if not init.mentions("__init__("):
+        return False
+    for node in init.statements:
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) \
+                or node.func.attr != "__init__":
+            continue
+        for keyword in node.keywords:
+            if keyword.arg == "enable_global_step":
+                value = keyword.value
+                if not (isinstance(value, ast.Constant) and not value.value):
+                    return True
+        positional = node.args[2:] if is_super_call(node.func.value) else node.args[3:]
+        if positional and not (isinstance(positional[0], ast.Constant)
+                               and not positional[0].value):
+            return True
+    return False
+
+
 _ABSTRACT_DECORATORS = {"abstractmethod", "abc.abstractmethod", "abstractproperty",
                         "abc.abstractproperty"}
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from cslint.semantic.analysis_error import AnalysisError
 from cslint.source import TOO_DEEP, internal_error
-from cslint.semantic.module_index import FunctionInfo, ModuleIndex, is_super_call
+from cslint.semantic.module_index import FunctionInfo, ModuleIndex, enables_global_step
 from cslint.semantic.optimizer_state.facts import StateFact
 from cslint.semantic.optimizer_state.values import OPTIMIZER, Role, value_signature
 from cslint.semantic.optimizer_state.walker import FunctionCall, StateWalker
@@ -274,25 +274,7 @@ class OptimizerStateAnalysis:
         if init is None or self.project.is_machinery(entry):
             return False
         if id(init) not in self._global_step:
-            self._global_step[id(init)] = init.mentions("__init__(") and \
-                _init_enables_global_step(init)
+            self._global_step[id(init)] = enables_global_step(init)
         return self._global_step[id(init)]
 
 
-def _init_enables_global_step(init: FunctionInfo) -> bool:
-    """Whether an `__init__` passes a true `enable_global_step` to a base `__init__`
-    (a statement-level call, `super().__init__(params, defaults, enable_global_step=True)`)."""
-    for node in init.statements:
-        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) \
-                or node.func.attr != "__init__":
-            continue
-        for keyword in node.keywords:
-            if keyword.arg == "enable_global_step":
-                value = keyword.value
-                if not (isinstance(value, ast.Constant) and not value.value):
-                    return True
-        positional = node.args[2:] if is_super_call(node.func.value) else node.args[3:]
-        if positional and not (isinstance(positional[0], ast.Constant)
-                               and not positional[0].value):
-            return True
-    return False

@@ -63,6 +63,8 @@ class TensorValueAnalysis:
         self.python_state_keys = self.class_attributes.python_state_keys
         self.group_tensor_keys = self.class_attributes.group_tensor_keys
         self.shared_state_keys = self.class_attributes.shared_state_keys
+        self.has_global_step = self.class_attributes.has_global_step
+        self.global_step_anywhere = lambda: self.class_attributes.global_step_anywhere
         self._summaries: dict[tuple, _Summary] = {}
         self._class_dependent: dict[tuple, bool] = {}
         self._class_free_summaries: dict[tuple, _Summary] = {}

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 # The source of a param-group tensor the optimizer makes where it is set up.
 GROUP_TENSOR = "`{}` is a param-group tensor made where the optimizer is set up"
+GLOBAL_STEP = "`{}` is cstorch's global step (enable_global_step=True), a tensor"
 
 
 class FunctionWalker(StatementWalker):
@@ -352,6 +353,12 @@ class FunctionWalker(StatementWalker):
                         return Tensor(True, (ChainStep("`{}` is optimizer state", node),))
                 return Marker("param_state")
             if base.kind == "param_state":
+                if key == "step" and self.analysis.global_step_anywhere():
+                    # cstorch's global step (enable_global_step=True): an exact source,
+                    # whatever a callee's annotation says (`step: int`).
+                    self.analysis.note_class_use(True)
+                    if self.analysis.has_global_step(self.ref):
+                        return Tensor(True, (ChainStep(GLOBAL_STEP, node),), grouped=True)
                 # Only a key some class stores a Python number under makes the answer
                 # depend on the class.
                 if key in self.analysis.python_keys_anywhere:
