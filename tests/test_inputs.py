@@ -179,8 +179,8 @@ def test_a_project_file_deleted_after_it_was_found_is_skipped_silently(project, 
     (project / "gone.py").write_text("from lazy import Lazy\n\nclass Sub(Lazy):\n    pass\n")
     real_walk = project_files.walk_python_files
 
-    def walk_then_delete(root, exclude):
-        found = real_walk(root, exclude)
+    def walk_then_delete(root, exclude, **options):
+        found = real_walk(root, exclude, **options)
         (project / "gone.py").unlink(missing_ok=True)
         return found
 
@@ -351,3 +351,64 @@ def test_unrelated_trees_are_each_their_own_context_not_everything_between_them(
     assert result.project_root is None
     assert "elsewhere.py" not in read
     assert not any(tmp_path.rglob(".cslint_cache"))
+
+
+HOST_READ = '''\
+import math
+
+import torch
+import cerebras.pytorch as cstorch
+
+
+class Reads(cstorch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    def preinitialize(self):
+        pass
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.mul_(math.sqrt(p.sum()))
+'''
+
+SHADOWING_MATH = "def sqrt(x):\n    return x\n"
+
+
+def test_a_script_alone_gets_its_folder_and_its_packages_not_every_tree_below(
+        tmp_path, monkeypatch):
+    """A script with no project marked above it (a downloads folder, /tmp) is read with
+    the files beside it and the packages it can import, not every folder below (a lone
+    file in a crowded /tmp took 5 s); a `math.py` among those other folders' scripts is
+    not the `math` it imports."""
+    if any((p / "pyproject.toml").exists() or (p / ".git").exists()
+           for p in (tmp_path, *tmp_path.parents)):
+        pytest.skip("the temporary folder lies in a project")
+    (tmp_path / "script.py").write_text(HOST_READ)
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "helpers" / "__init__.py").write_text("")
+    (tmp_path / "helpers" / "model.py").write_text("X = 1\n")
+    (tmp_path / "elsewhere" / "tools").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "tools" / "math.py").write_text(SHADOWING_MATH)
+    read = []
+    reader = project_files.read_regular_file
+    monkeypatch.setattr(project_files, "read_regular_file",
+                        lambda path, *rest: read.append(Path(path).name) or reader(path, *rest))
+    result = engine.lint([str(tmp_path / "script.py")], Config(select=("ALL",)))
+    assert [f.code for f in result.findings] == ["CS204"]
+    assert "model.py" in read and "math.py" not in read
+
+
+def test_a_script_named_like_the_standard_library_shadows_it_only_beside_itself(tmp_path):
+    """In a project, `tools/math.py` (a folder of scripts) is the `math` of the scripts
+    beside it (their folder comes first on sys.path), not of the project's other files."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "math.py").write_text(SHADOWING_MATH)
+    (tmp_path / "tools" / "beside.py").write_text(HOST_READ)
+    (tmp_path / "train.py").write_text(HOST_READ)
+    result = engine.lint([str(tmp_path)], Config(select=("ALL",)))
+    assert sorted((Path(f.path).name, f.code) for f in result.findings) == \
+        [("train.py", "CS204")]

@@ -99,7 +99,10 @@ def is_virtualenv(directory: Path) -> bool:
     return is_regular_file(directory / "pyvenv.cfg")
 
 
-def walk_python_files(root: Path, exclude: ExcludeMatcher) -> list[Path]:
+def walk_python_files(root: Path, exclude: ExcludeMatcher, packages_only: bool = False
+                      ) -> list[Path]:
+    """The Python files under `root`; with `packages_only`, its own files and the
+    packages in it (what a script there can import), not its other folders."""
     found: list[Path] = []
     for folder, subfolders, files in os.walk(root):
         here = Path(folder)
@@ -109,6 +112,7 @@ def walk_python_files(root: Path, exclude: ExcludeMatcher) -> list[Path]:
             and not name.endswith(".egg-info")
             and not is_virtualenv(here / name)
             and not exclude.excludes(here / name)
+            and not (packages_only and not is_package_folder(here / name))
         )
         for name in sorted(files):
             if name.endswith(PYTHON_SUFFIXES):
@@ -153,6 +157,14 @@ def project_path(path: Path, root: Path | None) -> str:
     return real.as_posix()
 
 
+def is_marked_root(folder: Path) -> bool:
+    """Whether `folder` is a project's root by a mark of its own: it holds a
+    pyproject.toml or .git, or is an install folder (whose packages are the project) or
+    an installed package's top-level folder."""
+    return folder.name in INSTALL_DIRECTORIES or folder.parent.name in INSTALL_DIRECTORIES \
+        or is_regular_file(folder / "pyproject.toml") or file_mode(folder / ".git") is not None
+
+
 def find_project_root(paths: list[Path]) -> Path | None:
     """The folder holding the nearest pyproject.toml or .git above the first path;
     without one, the common folder of the paths given, each widened to the top of the
@@ -166,12 +178,7 @@ def find_project_root(paths: list[Path]) -> Path | None:
     for candidate in (start, *start.parents):
         if candidate in too_wide:
             break
-        if candidate.name in INSTALL_DIRECTORIES:
-            return candidate  # the install folder itself: its packages are the project
-        if candidate.parent.name in INSTALL_DIRECTORIES:
-            return candidate  # an installed package: its top-level folder is the project
-        if is_regular_file(candidate / "pyproject.toml") \
-                or file_mode(candidate / ".git") is not None:
+        if is_marked_root(candidate):
             return candidate
     common = Path(os.path.commonpath([str(f) for f in context_folders(paths)]))
     home = resolved(Path.home())

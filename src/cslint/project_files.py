@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cslint.discovery import ExcludeMatcher, Target, context_folders, find_project_root, \
-    resolved, walk_python_files
+    is_marked_root, is_package_folder, resolved, walk_python_files
 from cslint.memory import give_back_freed_memory
 from cslint.semantic.module_index import FunctionInfo, ModuleIndex, build_module_index, \
     module_name_for
@@ -211,15 +211,21 @@ def project_files_for(targets: list[Target], stdin, exclude: ExcludeMatcher,
         anchors.append(Path(stdin[0]).absolute())
     if not anchors:
         return ProjectFiles([], max_size)
+    marked = root is not None
     root = root or find_project_root(anchors)
-    # Unrelated trees (no project above them, their common folder the whole disk or the
-    # home folder): each tree's own package is its context, not everything between them.
-    folders = [root] if root is not None else context_folders(anchors)
+    marked = marked or (root is not None and is_marked_root(root))
+    # With no project marked above them (no pyproject.toml, .git or install folder), each
+    # path's own package is its context, and a folder of scripts gives its own files and
+    # its packages (what its scripts import), not every tree below it (a home folder,
+    # /tmp: 5 s there for one file) nor everything between unrelated trees.
+    folders = [root] if marked else context_folders(anchors)
     folders = [f for f in folders if not any(other in f.parents for other in folders)]
     # Most walked files are checked files named the same way; resolving (symlinks, `..`)
     # is needed only for the others.
     absolute = {a.absolute() for a in anchors}
-    others = [p for folder in folders for p in walk_python_files(folder, exclude)
+    others = [p for folder in folders
+              for p in walk_python_files(folder, exclude, packages_only=not marked
+                                         and not is_package_folder(folder))
               if p.absolute() not in absolute]
     if others:
         real_anchors = {resolved(a) for a in anchors}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import posixpath
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable, Protocol, TypeVar, Union
@@ -198,7 +199,7 @@ class ProjectIndex:
         """Split `pkg.mod.Attr.rest` at the longest project module; follow its binding."""
         parts = name.split(".")
         for cut in range(len(parts) - 1, 0, -1):
-            candidates = self.modules_named(".".join(parts[:cut]))
+            candidates = _visible(self.modules_named(".".join(parts[:cut])), origin)
             if not candidates:
                 continue
             module = self._pick(candidates, origin)
@@ -649,3 +650,21 @@ def _c3_merge(sequences: list[list[ClassRef]]) -> list[ClassRef]:
                     taken.add(id(entry))
                     result.append(entry)
     return result
+
+
+def _visible(candidates: list[ModuleIndex], origin: ModuleIndex | None) -> list[ModuleIndex]:
+    """The project modules an import in `origin` may mean. A file named like a standard
+    library module (`math.py` in a folder of scripts: cerebras-pytorch's MLIR dialects)
+    shadows it only for the files beside it (their folder is first on `sys.path` when
+    one runs); anywhere else, `import math` is the standard library's."""
+    if not candidates or "." in candidates[0].name \
+            or candidates[0].name not in sys.stdlib_module_names:
+        return candidates
+    if origin is None:
+        return []
+    here = posixpath.dirname(origin.location)
+    return [module for module in candidates
+            if posixpath.dirname(module.location) == here
+            or (module.location.endswith("/__init__.py")
+                and posixpath.dirname(posixpath.dirname(module.location)) == here)]
+

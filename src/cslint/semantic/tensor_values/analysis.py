@@ -64,7 +64,6 @@ class TensorValueAnalysis:
         self.group_tensor_keys = self.class_attributes.group_tensor_keys
         self.shared_state_keys = self.class_attributes.shared_state_keys
         self.has_global_step = self.class_attributes.has_global_step
-        self.global_step_anywhere = lambda: self.class_attributes.global_step_anywhere
         self._summaries: dict[tuple, _Summary] = {}
         self._class_dependent: dict[tuple, bool] = {}
         self._class_free_summaries: dict[tuple, _Summary] = {}
@@ -245,6 +244,11 @@ class TensorValueAnalysis:
     def python_keys_anywhere(self) -> frozenset[str]:
         """State keys any optimizer class of the project stores Python numbers under."""
         return self.class_attributes.python_keys_anywhere
+
+    @cached_property
+    def global_step_anywhere(self) -> bool:
+        """Whether any optimizer class of the project has cstorch's global step."""
+        return self.class_attributes.global_step_anywhere
 
 
 

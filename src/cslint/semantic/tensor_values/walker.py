@@ -353,7 +353,7 @@ class FunctionWalker(StatementWalker):
                         return Tensor(True, (ChainStep("`{}` is optimizer state", node),))
                 return Marker("param_state")
             if base.kind == "param_state":
-                if key == "step" and self.analysis.global_step_anywhere():
+                if key == "step" and self.analysis.global_step_anywhere:
                     # cstorch's global step (enable_global_step=True): an exact source,
                     # whatever a callee's annotation says (`step: int`).
                     self.analysis.note_class_use(True)
