@@ -542,7 +542,8 @@ class _Rewriter:
     def group_counter_edits(self) -> list[Edit]:
         """`group["step"] += 1` from `if "step" not in group: group["step"] = 0` (CS501 where
         the linter sees it): the count becomes a tensor each group gets in preinitialize,
-        counted in place."""
+        counted in place, and started again in place (`.fill_(0)`) where a method
+        outside step restarts it."""
         alias = _cstorch_name(self.tree) or "cstorch"
         # Every one, reported or not: the linter sees a count only where it meets the
         # graph in the same function; a helper (`self.debias(beta, group["step"])`) hides
@@ -554,8 +555,9 @@ class _Rewriter:
             for key, (start, starts) in _group_counters(self, owner).items():
                 # (A count keeps the type of its start: an int counts in int64.) A tensor
                 # the step made on its first call (`_init_scalar()`) is made there as is.
+                written = self.code(start) if hasattr(start, "lineno") else repr(start.value)
                 value = self.code(start) if isinstance(start, ast.Call) else _zero_dim(
-                    alias, ast.literal_eval(start), self.code(start))
+                    alias, ast.literal_eval(start), written)
                 edits = self._group_tensor(setup, key, value)
                 if edits is None:
                     continue
@@ -565,8 +567,15 @@ class _Rewriter:
                         continue
                     edits.append(imported)
                 for statement, guard in starts:
-                    edits.append(_removal(self, guard if guard.body == [statement]
-                                          else statement))
+                    if guard is None:  # a restart, outside step: `group["k"].fill_(0)`
+                        target = statement.targets[0]
+                        edits.append(Edit(*self.span(statement), f"{self.code(target)}.fill_("
+                                                                 f"{self.code(statement.value)})"))
+                    elif guard.orelse == [statement]:  # `if "k" in group: += 1 / else: = 1`
+                        edits.append(Edit(*self.span(guard), self.code(guard.body[0])))
+                    else:
+                        edits.append(_removal(self, guard if guard.body == [statement]
+                                              else statement))
                 return edits
         return []
 
@@ -2237,20 +2246,30 @@ def _removal(r: _Rewriter, statement: ast.stmt) -> Edit:
 
 
 def _group_counters(r: _Rewriter, owner: ast.ClassDef
-                    ) -> dict[ast.expr, tuple[ast.expr, list[tuple[ast.stmt, ast.If]]]]:
+                    ) -> dict[ast.expr, tuple[ast.expr, list[tuple[ast.stmt, ast.If | None]]]]:
     """The param-group keys `owner` counts: counted up only (`group["k"] += 1`, or in
     place, `group["k"].add_(1)`; `group` a `for` over `self.param_groups` or a `group`
     parameter), started only under `if "k" not in group:` at one number, or at one
-    tensor made of the module's names alone (timm's `_init_scalar(device="cpu")`),
-    written nowhere else (restoring a checkpoint aside). By the key's node (its source),
-    the start value and the starting statements with their guards."""
+    tensor made of the module's names alone (timm's `_init_scalar(device="cpu")`), or by
+    `if "k" in group: group["k"] += 1 / else: group["k"] = 1`, written nowhere else
+    (restoring a checkpoint aside; a method step does not run may set it to a number
+    again: a restart). By the key's node (its source), the start value and the starting
+    statements with their guards (None for a restart)."""
     found: dict[str, dict] = {}
     rejected: set[str] = set()
     module_names = _module_names(r.tree) | _BUILTINS
-    for name, method in _methods(owner).items():
+    methods = _methods(owner)
+    step = methods.get("step")
+    called_by_step = {n.func.attr for n in ast.walk(step) if isinstance(n, ast.Call)
+                      and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+                      and n.func.value.id == "self"} if step is not None else set()
+    for name, method in methods.items():
         if name in _RESTORING_METHODS:
             continue
         parameters = {a.arg for a in method.args.args}
+        # A method step does not run that sets the count (Adan's `restart_opt`): it
+        # starts it again, in place once it is a tensor.
+        restarting = name != "step" and name not in called_by_step
 
         def in_group(node: ast.AST, container: str | None) -> bool:
             """`container` is the param group at `node`: the `for` over them around it,
@@ -2296,6 +2315,15 @@ def _group_counters(r: _Rewriter, owner: ast.ClassDef
                             and node in guard.body and _not_in_test(guard.test, key, container):
                         entry["starts"].append((node, guard, node.value))
                         continue
+                    counted = _counted_else_started(guard, node, key, container)
+                    if counted is not None:
+                        # `if "k" in group: group["k"] += 1 / else: group["k"] = 1`
+                        # (timm's Adan): counted from one less than its first value.
+                        entry["starts"].append((node, guard, counted))
+                        continue
+                    if restarting and _is_number(node.value) and in_group(node, container):
+                        entry.setdefault("restarts", []).append(node)
+                        continue
                 rejected.add(key)
     result = {}
     for key, entry in found.items():
@@ -2306,7 +2334,8 @@ def _group_counters(r: _Rewriter, owner: ast.ClassDef
                   else ast.dump(value) for _, _, value in starts}
         if len(values) != 1:
             continue
-        result[entry["node"]] = (starts[0][2], [(s, g) for s, g, _ in starts])
+        result[entry["node"]] = (starts[0][2], [(s, g) for s, g, _ in starts]
+                                 + [(restart, None) for restart in entry.get("restarts", [])])
     return result
 
 
@@ -2495,6 +2524,26 @@ def _asks_for_none(node: ast.AST, key: str) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
         node.func.attr == "get" and bool(node.args) and \
         isinstance(node.args[0], ast.Constant) and node.args[0].value == key
+
+
+def _counted_else_started(guard: ast.AST | None, start: ast.Assign, key: str,
+                          container: str) -> ast.Constant | None:
+    """For `if "k" in group: group["k"] += n / else: group["k"] = m` (`start` the `else`'s
+    assignment of a number): m - n, the value it counts up from, as a node; None for
+    anything else."""
+    if not (isinstance(guard, ast.If) and guard.orelse == [start] and len(guard.body) == 1
+            and _is_number(start.value)):
+        return None
+    counted, test = guard.body[0], guard.test
+    if not (isinstance(counted, ast.AugAssign) and isinstance(counted.op, ast.Add)
+            and _is_number(counted.value) and _state_key(counted.target, container) == key
+            and isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.In) and isinstance(test.left, ast.Constant)
+            and test.left.value == key and isinstance(test.comparators[0], ast.Name)
+            and test.comparators[0].id == container):
+        return None
+    first, step = ast.literal_eval(start.value), ast.literal_eval(counted.value)
+    return ast.Constant(first - step)
 
 
 def _not_in_test(test: ast.expr, key: str, container: str) -> bool:
