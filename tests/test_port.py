@@ -1409,3 +1409,40 @@ def test_a_helper_keyword_that_step_passes_differently_keeps_the_state_lazy(tmp_
     ported = port_file(str(path), Config())
     assert "def preinitialize" not in ported.ported.decode()
     assert "CS101" in ported.classes[0].remaining
+
+
+FIRST_STEP_BY_EMPTY_STATE = '''\
+import torch
+from torch.optim import Optimizer
+
+
+class FirstStepByEmptyState(Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                first = len(state) == 0
+                if len(state) == 0:
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                if first:
+                    state["exp_avg_sq"].addcmul_(p.grad, p.grad)
+                    continue
+                state["exp_avg_sq"].mul_(0.9).addcmul_(p.grad, p.grad, value=0.1)
+                p.addcdiv_(p.grad, state["exp_avg_sq"].sqrt().add_(1e-8), value=-group["lr"])
+'''
+
+
+def test_state_whose_absence_marks_the_first_step_elsewhere_stays_lazy(tmp_path: Path):
+    """timm's Adopt reads `len(state) == 0` beside the check that makes the state, to run
+    its first step's own update: made in preinitialize, the state would always be there
+    and that update would never run (the numbers would change, silently). The state
+    stays where it is, listed."""
+    path = tmp_path / "first.py"
+    path.write_text(FIRST_STEP_BY_EMPTY_STATE)
+    ported = port_file(str(path), Config())
+    assert "def preinitialize" not in ported.ported.decode()
+    assert "CS101" in ported.classes[0].remaining

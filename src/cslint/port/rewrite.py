@@ -1414,7 +1414,7 @@ class _LazyStatePlan:
         existing = methods.get("preinitialize")
         loops = self._loops(guards, step) if where is step else \
             self._helper_loops(guards, where, step)
-        if loops is None:
+        if loops is None or _tests_state_elsewhere(where, state_name, guards):
             return False
         group, blocks, param_loop = loops
         param = param_loop.target.id
@@ -2524,6 +2524,35 @@ def _asks_for_none(node: ast.AST, key: str) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
         node.func.attr == "get" and bool(node.args) and \
         isinstance(node.args[0], ast.Constant) and node.args[0].value == key
+
+
+def _tests_state_elsewhere(function: ast.FunctionDef, state_name: str,
+                           guards: list[ast.If]) -> bool:
+    """Whether `function` asks whether the state is there outside the checks that make
+    it (timm's Adopt: `first_steps.append(len(state) == 0)`, read later to run the
+    first step's own update): made in preinitialize, the state is always there, and
+    that code would never run again. Whether an entry the checks make is there (`if
+    "full" in state:`, factored or not) stays as it was: it is made under the same tests."""
+    inside = {id(n) for guard in guards for n in ast.walk(guard)}
+    made = {key for guard in guards for n in ast.walk(guard)
+            if (key := _state_key_written(n)) is not None}
+    for node in ast.walk(function):
+        if id(node) in inside:
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "len" and len(node.args) == 1 \
+                and isinstance(node.args[0], ast.Name) and node.args[0].id == state_name:
+            return True
+        if isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn))
+                                                 for op in node.ops) \
+                and any(isinstance(c, ast.Name) and c.id == state_name
+                        for c in node.comparators) \
+                and not (isinstance(node.left, ast.Constant) and node.left.value in made):
+            return True
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) \
+                and isinstance(node.operand, ast.Name) and node.operand.id == state_name:
+            return True
+    return False
 
 
 def _counted_else_started(guard: ast.AST | None, start: ast.Assign, key: str,
