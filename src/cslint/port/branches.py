@@ -430,16 +430,7 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
     if not places and "list" not in name_kinds.values():
         return None  # names of tensors or numbers only: the assignment selection's to do
 
-    taken_names = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)} | \
-        {a.arg for a in ast.walk(function) if isinstance(a, ast.arg)}
-
-    def fresh_name(stem: str) -> str:
-        candidate, number = stem, 2
-        while candidate in taken_names:
-            candidate, number = f"{stem}_{number}", number + 1
-        taken_names.add(candidate)
-        return candidate
-
+    fresh_name = _fresh_names(function)
     indent = r.indent_of(statement)
     unit = _unit_indent(r.text, statement, indent)
     torch = r.torch
@@ -508,6 +499,22 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
     new = new[len(indent):]
     newline = "\r\n" if "\r\n" in r.text else "\n"
     return Edit(start, end, new.replace("\n", newline))
+
+
+def _fresh_names(function: ast.AST):
+    """A maker of names no name or parameter of `function` has, nor one it made
+    before: `taken`, `taken_2`, ..."""
+    taken = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)} | \
+        {a.arg for a in ast.walk(function) if isinstance(a, ast.arg)}
+
+    def fresh_name(stem: str) -> str:
+        candidate, number = stem, 2
+        while candidate in taken:
+            candidate, number = f"{stem}_{number}", number + 1
+        taken.add(candidate)
+        return candidate
+
+    return fresh_name
 
 
 def _copy(name: str, code: str, kind: str) -> str:
@@ -951,16 +958,7 @@ def swapped_entries(r: "_Rewriter", statement: ast.If, condition: str) -> Edit |
             or not all(_keeps_names(s, set(picks)) for s in middle)):
         return None
 
-    taken_names = {n.id for n in ast.walk(r._function_of(statement) or statement)
-                   if isinstance(n, ast.Name)}
-
-    def fresh_name(stem: str) -> str:
-        candidate, number = stem, 2
-        while candidate in taken_names:
-            candidate, number = f"{stem}_{number}", number + 1
-        taken_names.add(candidate)
-        return candidate
-
+    fresh_name = _fresh_names(r._function_of(statement) or statement)
     # Each entry as the file writes it (its quotes).
     entry = {_constant_key(n): r.code(n) for n in ast.walk(statement)
              if _constant_key(n) in keys}
