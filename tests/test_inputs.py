@@ -403,12 +403,24 @@ def test_a_script_alone_gets_its_folder_and_its_packages_not_every_tree_below(
 
 def test_a_script_named_like_the_standard_library_shadows_it_only_beside_itself(tmp_path):
     """In a project, `tools/math.py` (a folder of scripts) is the `math` of the scripts
-    beside it (their folder comes first on sys.path), not of the project's other files."""
+    beside it (their folder comes first on sys.path), not of the project's other files;
+    a package of the project named like one (`profile/`) stays the project's."""
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
     (tmp_path / "tools").mkdir()
     (tmp_path / "tools" / "math.py").write_text(SHADOWING_MATH)
     (tmp_path / "tools" / "beside.py").write_text(HOST_READ)
     (tmp_path / "train.py").write_text(HOST_READ)
+    (tmp_path / "profile").mkdir()
+    (tmp_path / "profile" / "__init__.py").write_text("from .base import Base\n")
+    (tmp_path / "profile" / "base.py").write_text(
+        "import cerebras.pytorch as cstorch\n\n\nclass Base(cstorch.optim.Optimizer):\n"
+        "    def preinitialize(self):\n        pass\n")
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "lazy.py").write_text(
+        "import torch\nfrom profile import Base\n\n\nclass Lazy(Base):\n"
+        "    def step(self, closure=None):\n        for group in self.param_groups:\n"
+        "            for p in group['params']:\n"
+        "                self.state[p]['m'] = torch.zeros_like(p)\n")
     result = engine.lint([str(tmp_path)], Config(select=("ALL",)))
     assert sorted((Path(f.path).name, f.code) for f in result.findings) == \
-        [("train.py", "CS204")]
+        [("base.py", "CS103"), ("lazy.py", "CS101"), ("train.py", "CS204")]

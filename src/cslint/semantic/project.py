@@ -653,18 +653,15 @@ def _c3_merge(sequences: list[list[ClassRef]]) -> list[ClassRef]:
 
 
 def _visible(candidates: list[ModuleIndex], origin: ModuleIndex | None) -> list[ModuleIndex]:
-    """The project modules an import in `origin` may mean. A file named like a standard
-    library module (`math.py` in a folder of scripts: cerebras-pytorch's MLIR dialects)
-    shadows it only for the files beside it (their folder is first on `sys.path` when
-    one runs); anywhere else, `import math` is the standard library's."""
+    """The project modules an import in `origin` may mean. A script named like a standard
+    library module (`math.py` in a folder that is no package: cerebras-pytorch's MLIR
+    dialects) shadows it only for the files beside it (their folder is first on
+    `sys.path` when one runs); anywhere else, `import math` is the standard library's.
+    A package of the project so named stays the project's."""
     if not candidates or "." in candidates[0].name \
             or candidates[0].name not in sys.stdlib_module_names:
         return candidates
-    if origin is None:
-        return []
-    here = posixpath.dirname(origin.location)
-    return [module for module in candidates
-            if posixpath.dirname(module.location) == here
-            or (module.location.endswith("/__init__.py")
-                and posixpath.dirname(posixpath.dirname(module.location)) == here)]
+    here = posixpath.dirname(origin.location) if origin is not None else None
+    return [module for module in candidates if module.location.endswith("/__init__.py")
+            or posixpath.dirname(module.location) == here]
 
