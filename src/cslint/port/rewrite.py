@@ -1514,7 +1514,7 @@ class _LazyStatePlan:
                    and id(n) not in renamed for n in ast.walk(statement)):
                 return False  # its values (`torch.clone(grad)`): not known before step
 
-        text, newline = r.text, _newline(r.text)
+        text = r.text
         indent = r.indent_of(step)
         unit = _unit_indent(text, step, indent)
         lines = [f"{indent}def preinitialize(self):"] if existing is None else []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 
 from cslint.semantic.analysis_error import AnalysisError
