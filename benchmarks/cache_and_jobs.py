@@ -117,6 +117,11 @@ def bench(folder: Path, runs: int) -> None:
         lone.mkdir()
         shutil.copy(typical, lone / "alone.py")
         figures["lone file, no project"] = median_of(runs, [*cslint, "alone.py"], lone)
+        # The same file in the folder that holds the project's copy (a crowded folder
+        # with no project marked: a downloads folder, /tmp): what it can import is read.
+        shutil.copy(typical, Path(temporary) / "beside.py")
+        figures["lone file beside other trees"] = median_of(runs, [*cslint, "beside.py"],
+                                                            Path(temporary))
 
         parse = figures["ast.parse alone"][0]
         cold = figures["cold, default jobs, no cache"][0]
