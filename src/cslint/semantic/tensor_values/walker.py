@@ -112,7 +112,10 @@ class FunctionWalker(StatementWalker):
             # `if isinstance(t, torch.Tensor):` of a device tensor: only the branch a
             # tensor takes runs (what the other does to values computed from `t` is of
             # Python numbers).
-            self.block(node.orelse if dead == "body" else node.body)
+            if dead == "body":
+                self._narrowed_block(node.orelse, not_in_else)
+            else:
+                self._narrowed_block(node.body, not_in_body)
             return
         before = dict(self.env)
         self._narrowed_block(node.body, not_in_body)
@@ -465,7 +468,8 @@ class FunctionWalker(StatementWalker):
         not_in_body, not_in_else = _not_tensors(node.test)
         dead = self._dead_branch(not_in_body, not_in_else)
         if dead is not None:  # (as in `statement_If`)
-            return self.eval(node.orelse if dead == "body" else node.body)
+            return self._narrowed_eval(node.orelse, not_in_else) if dead == "body" \
+                else self._narrowed_eval(node.body, not_in_body)
         return join(self._narrowed_eval(node.body, not_in_body),
                     self._narrowed_eval(node.orelse, not_in_else))
 
