@@ -27,6 +27,8 @@ METADATA_ATTRIBUTES = frozenset({
     "shape", "dtype", "device", "ndim", "is_sparse", "is_cuda", "is_meta", "requires_grad",
     "is_leaf", "layout", "names", "is_quantized", "is_mkldnn", "is_nested", "itemsize",
     "nbytes", "grad_fn", "is_cpu",
+    # A DTensor's layout over its mesh (`p.placements`, `p.device_mesh`): Python objects.
+    "placements", "device_mesh",
 })
 METADATA_METHODS = frozenset({
     "size", "dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous",
