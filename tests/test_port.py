@@ -1446,3 +1446,18 @@ def test_state_whose_absence_marks_the_first_step_elsewhere_stays_lazy(tmp_path:
     ported = port_file(str(path), Config())
     assert "def preinitialize" not in ported.ported.decode()
     assert "CS101" in ported.classes[0].remaining
+
+
+def test_generated_lines_break_inside_brackets_never_inside_a_string():
+    """The swap rewrite's long lines break after `, ` or before ` for ` within brackets,
+    under the innermost open one; a comma in a string (quotes escaped in it too) is no
+    place to break."""
+    from cslint.port.branches import _wrapped
+
+    line = ("                pos = torch.where(taken, state['it\\'s, a key'], state['neg'], "
+            "state['another_long_key_name'])")
+    wrapped = _wrapped(line)
+    assert wrapped == [
+        "                pos = torch.where(taken, state['it\\'s, a key'], state['neg'],",
+        "                                  state['another_long_key_name'])"]
+    ast.parse("if 1:\n" + "\n".join(wrapped))

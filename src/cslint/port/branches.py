@@ -1150,9 +1150,15 @@ def _wrapped(line: str) -> list[str]:
     # The break at the fewest open brackets, before ` for ` rather than after `, `, the
     # last of those: (rank, where the rest starts, its indent).
     best: tuple[tuple[int, int, int], int, int] | None = None
+    escaped = False
     for at, char in enumerate(line):
         if quote:
-            quote = "" if char == quote else quote
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = ""
         elif char in "'\"":
             quote = char
         elif char in "([{":
