@@ -115,6 +115,38 @@ def test_a_warm_run_gives_what_a_cold_run_gives_and_parses_nothing(package, monk
     assert parsed == []
 
 
+@pytest.mark.parametrize("arguments", [[], ["--format", "json"], ["--format", "github"],
+                                       ["--format", "gitlab"], ["--format", "sarif"],
+                                       ["--show-source"]])
+def test_a_warm_report_is_the_cold_one_and_reads_files_only_for_their_lines(
+        package, arguments, monkeypatch):
+    """Each format's report from the cache is the one a cold run prints. The files
+    behind the cached findings are read only where the report shows their lines
+    (--show-source) or their fixes as edits (SARIF): a warm run's time went into that."""
+    from click.testing import CliRunner
+
+    from cslint.cli import main
+
+    def report() -> str:
+        old = os.getcwd()
+        os.chdir(package)
+        try:
+            result = CliRunner().invoke(main, ["check", "--no-config", "--select", "ALL",
+                                               *arguments, "."])
+        finally:
+            os.chdir(old)
+        return result.stdout
+
+    cold = report()
+    read = []
+    original = SourceFile.read
+    monkeypatch.setattr(SourceFile, "read", staticmethod(
+        lambda *args, **kwargs: read.append(args[1]) or original(*args, **kwargs)))
+    assert report() == cold
+    needs_text = bool(set(arguments) & {"--show-source", "sarif"})
+    assert bool(read) == needs_text, read
+
+
 def test_a_warm_run_loads_no_analysis_and_no_rule(package):
     """A run whose every file the cache holds has nothing to analyse: it chooses its
     codes from `cslint.codes` and imports no analysis, no rule family (a quarter of a

@@ -204,7 +204,10 @@ def _report(linted: LintResult, detail: ReportDetail, fixed: int = 0,
     paths = {}
     for finding in linted.findings:
         if finding.path not in paths:
-            paths[finding.path] = project_path(linted.sources[finding.path].path, root)
+            # (A cached finding's file may not have been read: the inputs name it.)
+            source = linted.sources.get(finding.path)
+            paths[finding.path] = project_path(
+                source.path if source is not None else linted.input_paths[finding.path], root)
     for error in errors:
         paths.setdefault(error.path, project_path(
             linted.input_paths.get(error.path, Path(error.path)), root))

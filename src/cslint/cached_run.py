@@ -49,15 +49,16 @@ def check_with_cache(run: _Run, result: LintResult, targets: list[Target],
                                              run.apply_noqa, run.fingerprints,
                                              str(files.root)))
     try:
-        _CachedRun(run, result, targets, files, cache).check()
+        _CachedRun(run, result, targets, files, cache, options.read_reported).check()
     finally:
         cache.close()
 
 
 class _CachedRun:
     def __init__(self, run: _Run, result: LintResult, targets: list[Target],
-                 files: ProjectFiles, cache: FindingsCache):
+                 files: ProjectFiles, cache: FindingsCache, read_reported: bool = True):
         self.run = run
+        self.read_reported = read_reported
         self.result = result
         self.targets = targets
         self.root = files.root
@@ -220,8 +221,9 @@ class _CachedRun:
                                                  finding.fingerprint))
         for problem, line, column in entry.problems:
             result.errors.append(InputError(shown, problem, line, column))
-        if entry.findings:
-            # The report shows paths and lines of the files with findings.
+        if entry.findings and self.read_reported:
+            # The report shows the lines of the files with findings (--show-source) or
+            # their fixes as edits; their paths come from the inputs.
             try:
                 result.sources[shown] = SourceFile.read(target.path, shown, self.max_size)
             except InputError:

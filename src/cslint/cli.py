@@ -227,7 +227,8 @@ def check(paths, select, ignore, extend_select, output_format, output_file, show
                                          fingerprints=output_format in ("sarif", "gitlab")),
                      baseline=baseline,
                      cache=None if no_cache else CacheOptions(
-                         Path(cache_dir) if cache_dir is not None else config.cache_dir),
+                         Path(cache_dir) if cache_dir is not None else config.cache_dir,
+                         read_reported=show_source or sarif),
                      progress=progress, jobs=jobs)
     finally:
         if progress is not None:
