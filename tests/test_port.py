@@ -1461,3 +1461,39 @@ def test_generated_lines_break_inside_brackets_never_inside_a_string():
         "                pos = torch.where(taken, state['it\\'s, a key'], state['neg'],",
         "                                  state['another_long_key_name'])"]
     ast.parse("if 1:\n" + "\n".join(wrapped))
+
+
+COMMENTED_UPDATE = '''\
+import torch
+import cerebras.pytorch as cstorch
+
+
+class ClippedStep(cstorch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    def preinitialize(self):
+        pass
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                norm = p.grad.norm()
+                if norm > 1:
+                    # a clipped step
+                    p.add_(-0.1 * p.grad / norm)
+                else:
+                    p.add_(-0.1 * p.grad)
+'''
+
+
+def test_an_in_place_update_selected_by_a_tensor_test_keeps_its_comment_above(
+        tmp_path: Path):
+    path = tmp_path / "clipped.py"
+    path.write_text(COMMENTED_UPDATE)
+    ported = port_file(str(path), Config())
+    text = ported.ported.decode()
+    assert "                # a clipped step\n                p.add_(torch.where(" in text, text
+    assert [c.remaining for c in ported.classes] == [()]
+    ast.parse(text)

@@ -949,8 +949,8 @@ class _Rewriter:
         bound above and never updated in place). Only where every value is computed
         afresh (not a name, attribute or subscript that later in-place updates could be
         meant to reach through; not a list) and free of side effects (each is now
-        computed), and no comment is inside. Later lines see the earlier names
-        selected, as each branch saw its own."""
+        computed), and no comment beside code inside (one on a line of its own goes
+        above). Later lines see the earlier names selected, as each branch saw its own."""
         for test in self.by_location.get(finding.location, ()):
             # The linter reports the tensor operand of `a and t > 0`: the test is the
             # whole expression it is part of.
@@ -1014,8 +1014,9 @@ class _Rewriter:
         """`if t > 0: return a` followed by `return b` (or with `else: return b`) ->
         `return torch.where(t > 0, a, b)`: both values computed, free of side effects
         (but in-place ops on a tensor a value makes itself) and selectable (not a list,
-        None or a tuple), no comment inside. Names the branch computes first for its
-        value alone (`w = step / warmup`, read nowhere else) are computed always."""
+        None or a tuple), no comment beside code inside (one on a line of its own goes
+        above). Names the branch computes first for its value alone (`w = step /
+        warmup`, read nowhere else) are computed always."""
         if not (statement.body and isinstance(statement.body[-1], ast.Return)):
             return None
         function = self._function_of(statement)
@@ -1045,13 +1046,15 @@ class _Rewriter:
                 not _has_tensor_operand(test, tensor_tests):
             return None
         start, end = self.span(statement)[0], self.span(last)[1]
-        if "#" in self.text[start:end]:
+        comments = _comment_lines(self.text[start:end])
+        if comments is None:
             return None
         condition = self._condition(test, tensor_tests)
         if condition is None:
             return None
         indent = self.indent_of(statement)
-        lines = [line for t in temporaries for line in _reindented(self, t, indent)]
+        lines = [indent + comment for comment in comments]
+        lines += [line for t in temporaries for line in _reindented(self, t, indent)]
         lines.append(indent + self._where(statement, "return ", "", [
             (condition, test), (self.code(chosen), chosen), (self.code(otherwise), otherwise)]))
         return Edit(start, end, _newline(self.text).join(lines)[len(indent):])
@@ -1237,17 +1240,21 @@ class _Rewriter:
                 _reads_carried_value(statement, self._function_of(statement), arguments):
             return None
         start, end = self.span(statement)
-        if "#" in self.text[start:end]:
+        comments = _comment_lines(self.text[start:end])
+        if comments is None:
             return None
+        # Comments of the branches on lines of their own: above what replaces them.
+        above = "".join(comment + _newline(self.text) + self.indent_of(statement)
+                        for comment in comments)
         selected = otherwise
         for test, increment in reversed(branches[1:]):
             selected = self._select(test, increment, selected, tensor_tests)
         test, increment = branches[0]
         condition = self._condition(test, tensor_tests)
         if condition is None:
-            return Edit(start, end, f"{receiver}.add_("
+            return Edit(start, end, f"{above}{receiver}.add_("
                                     f"{self._select(test, increment, selected, tensor_tests)})")
-        return Edit(start, end, self._where(statement, f"{receiver}.add_(", ")", [
+        return Edit(start, end, above + self._where(statement, f"{receiver}.add_(", ")", [
             (condition, test), (increment, None), (selected, None)]))
 
     def _selected_in_place(self, statement: ast.If, tensor_tests: set[int]) -> Edit | None:
@@ -1257,7 +1264,8 @@ class _Rewriter:
         `c.copy_(torch.where(t > 1, c.div(t), c))`. Statements run in their order, each
         selecting (what a branch not taken would change stays). Only with a tensor test
         (an `if`, an optional `else`) that names none of the updated tensors, side-effect
-        free arguments, and no comment inside."""
+        free arguments, and no comment beside code inside (one on a line of its own goes
+        above)."""
         test = statement.test
         if not _has_tensor_operand(test, tensor_tests) or not _side_effect_free(test) or \
                 (statement.orelse and isinstance(statement.orelse[0], ast.If)):
@@ -1282,11 +1290,12 @@ class _Rewriter:
         if any(isinstance(n, ast.Name) and n.id in receivers for n in ast.walk(test)):
             return None
         start, end = self.span(statement)
-        if "#" in self.text[start:end]:
+        comments = _comment_lines(self.text[start:end])
+        if comments is None:
             return None
         condition = self._condition(test, tensor_tests)
         indent = self.indent_of(statement)
-        lines = []
+        lines = list(comments)
         for (chain, taken), (original, _) in zip(chains, updates):
             if chain is None:
                 lines.append(_shifted(self.code(original),
