@@ -1497,3 +1497,14 @@ def test_an_in_place_update_selected_by_a_tensor_test_keeps_its_comment_above(
     assert "                # a clipped step\n                p.add_(torch.where(" in text, text
     assert [c.remaining for c in ported.classes] == [()]
     ast.parse(text)
+
+
+def test_swapped_entries_keep_crlf_line_endings(tmp_path: Path):
+    """The swap rewrite's lines end as the file's do (no `\\r\\r\\n` from ending them
+    twice)."""
+    path = tmp_path / "swapped.py"
+    source = (FIXTURES / "port" / "swapped_entries.in.py").read_bytes()
+    path.write_bytes(source.replace(b"\n", b"\r\n"))
+    ported = port_file(str(path), Config()).ported
+    golden = (FIXTURES / "port" / "swapped_entries.out.py").read_bytes()
+    assert ported == golden.replace(b"\n", b"\r\n")

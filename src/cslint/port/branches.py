@@ -1003,7 +1003,7 @@ def swapped_entries(r: "_Rewriter", statement: ast.If, condition: str) -> Edit |
         text = newline.join(lines + back)[len(indent):]
     if not _comments(indent + r.code(statement)) <= _comments(text):
         return None
-    return Edit(start, end, text.replace("\n", newline) if newline != "\n" else text)
+    return Edit(start, end, text)  # (its lines joined with the file's line ending)
 
 
 def _aliased_entries(statement: ast.If) -> tuple[str, dict[str, tuple[str, str]]] | None:
