@@ -990,7 +990,7 @@ class _Rewriter:
                     not all((_selectable(v) or _unchanged_alias(v, names, function))
                             and _side_effect_free(v, on_new_tensors=True) for v in values) or \
                     not all(_side_effect_free(t) for t, _ in branches) or \
-                    _reads_carried_value(statement, self._function_of(statement), values):
+                    _reads_carried_value(statement, function, values):
                 # (Lists of tensors, selected one by one, may still be; entries the
                 # branches swap, too.)
                 edit = self._both_branches(statement, tensor_tests) or \
@@ -2321,7 +2321,7 @@ def _group_counters(r: _Rewriter, owner: ast.ClassDef
                             and _loaded_names(node.value) <= module_names):
                     guard = r.parents.get(id(node))
                     if isinstance(guard, ast.If) and not guard.orelse \
-                            and node in guard.body and _not_in_test(guard.test, key, container):
+                            and node in guard.body and _membership_test(guard.test, key, container):
                         entry["starts"].append((node, guard, node.value))
                         continue
                     counted = _counted_else_started(guard, node, key, container)
@@ -2572,22 +2572,20 @@ def _counted_else_started(guard: ast.AST | None, start: ast.Assign, key: str,
     if not (isinstance(guard, ast.If) and guard.orelse == [start] and len(guard.body) == 1
             and _is_number(start.value)):
         return None
-    counted, test = guard.body[0], guard.test
+    counted = guard.body[0]
     if not (isinstance(counted, ast.AugAssign) and isinstance(counted.op, ast.Add)
             and _is_number(counted.value) and _state_key(counted.target, container) == key
-            and isinstance(test, ast.Compare) and len(test.ops) == 1
-            and isinstance(test.ops[0], ast.In) and isinstance(test.left, ast.Constant)
-            and test.left.value == key and isinstance(test.comparators[0], ast.Name)
-            and test.comparators[0].id == container):
+            and _membership_test(guard.test, key, container, ast.In)):
         return None
     first, step = ast.literal_eval(start.value), ast.literal_eval(counted.value)
     return ast.Constant(first - step)
 
 
-def _not_in_test(test: ast.expr, key: str, container: str) -> bool:
-    """`"k" not in group`."""
+def _membership_test(test: ast.expr, key: str, container: str,
+                     operator: type[ast.cmpop] = ast.NotIn) -> bool:
+    """`"k" not in group` (with `ast.In`: `"k" in group`)."""
     return (isinstance(test, ast.Compare) and len(test.ops) == 1
-            and isinstance(test.ops[0], ast.NotIn) and isinstance(test.left, ast.Constant)
+            and isinstance(test.ops[0], operator) and isinstance(test.left, ast.Constant)
             and test.left.value == key and isinstance(test.comparators[0], ast.Name)
             and test.comparators[0].id == container)
 
