@@ -17,7 +17,7 @@ from typing import Callable, Protocol, TypeVar, Union
 
 from cslint.config import Config, Version
 from cslint.semantic.module_index import (
-    ClassInfo, FunctionInfo, ModuleIndex, canonical,
+    ClassInfo, FunctionInfo, ModuleIndex, canonical, enables_global_step,
 )
 from cslint.semantic.official import (
     CSTORCH_OPTIMIZER, CSTORCH_SCHEDULERS, MACHINERY_FILES, NEUTRAL_BASES, NN_MODULE,
@@ -109,6 +109,8 @@ class ProjectIndex:
                                       TORCH_OPTIMIZER, *TORCH_SCHEDULERS, NN_MODULE,
                                       *AUTOGRAD_FUNCTIONS})
         self._lineages: dict[int, _Lineage] = {}
+        self._global_step_by_class: dict[int, bool] = {}
+        self._global_step_by_init: dict[int, bool] = {}
         self._kinds: dict[int, ClassKinds] = {}
         # By version, then by class: every name the MRO resolves, and what others get.
         self._method_tables: dict[Version | None, dict[int, tuple[dict[str, MethodLookup],
@@ -444,6 +446,25 @@ class ProjectIndex:
         names = own.union(*(lineage.known_names for lineage in of_bases))
         return _Lineage(order[::-1], len(order), names, bases)
 
+    def has_global_step(self, ref: ClassRef | None) -> bool:
+        """Whether an `__init__` of `ref`'s MRO (not the official classes' own) passes
+        `enable_global_step=True` to cstorch's optimizer: each parameter's
+        `state["step"]` is then the global step tensor, made with the state."""
+        if ref is None:
+            return False
+        return self.along_mro(
+            ref, self._global_step_by_class,
+            lambda order: any(self._init_has_global_step(entry) for entry in order),
+            lambda entry, inherited: inherited or self._init_has_global_step(entry))
+
+    def _init_has_global_step(self, entry: ClassRef) -> bool:
+        init = entry.info.methods.get("__init__") if entry.info else None
+        if init is None or self.is_machinery(entry):
+            return False
+        if id(init) not in self._global_step_by_init:
+            self._global_step_by_init[id(init)] = enables_global_step(init)
+        return self._global_step_by_init[id(init)]
+
     def along_mro(self, ref: ClassRef, cache: dict[int, T],
                   whole: Callable[[list[ClassRef]], T], extend: Callable[[ClassRef, T], T]) -> T:
         """What `whole(self.mro(ref))` gives, memoised by class in `cache`. `extend(entry,
@@ -664,4 +685,3 @@ def _visible(candidates: list[ModuleIndex], origin: ModuleIndex | None) -> list[
     here = posixpath.dirname(origin.location) if origin is not None else None
     return [module for module in candidates if module.location.endswith("/__init__.py")
             or posixpath.dirname(module.location) == here]
-

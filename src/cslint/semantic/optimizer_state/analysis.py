@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from cslint.semantic.analysis_error import AnalysisError
 from cslint.source import TOO_DEEP, internal_error
-from cslint.semantic.module_index import FunctionInfo, ModuleIndex, enables_global_step
+from cslint.semantic.module_index import FunctionInfo, ModuleIndex
 from cslint.semantic.optimizer_state.facts import StateFact
 from cslint.semantic.optimizer_state.values import OPTIMIZER, Role, value_signature
 from cslint.semantic.optimizer_state.walker import FunctionCall, StateWalker
@@ -42,9 +42,7 @@ class OptimizerStateAnalysis:
         self.created_keys: dict[int, tuple[frozenset[str], bool]] = {}
         # Walks that did not depend on their class: (calls made, how `self.x` resolved).
         self._class_free_calls: dict[tuple, tuple[list[FunctionCall], list[tuple]]] = {}
-        self._global_step: dict[int, bool] = {}  # by id of an __init__
         # Summaries of each class's MRO (`ProjectIndex.along_mro`), by id of its ref.
-        self._global_step_by_class: dict[int, bool] = {}
         self._method_names_by_class: dict[int, list[str]] = {}
         self._official_keys_by_class: dict[int, tuple[frozenset[str], bool]] = {}
 
@@ -242,7 +240,7 @@ class OptimizerStateAnalysis:
         optimizer_class.open_keys = optimizer_class.open_keys or unknown_base
         if preinit is not None and preinit.function is None and preinit.owner.unknown:
             optimizer_class.open_keys = True
-        if self._enables_global_step(optimizer_class.ref):
+        if project.has_global_step(optimizer_class.ref):
             optimizer_class.created_keys.add("step")
 
     @staticmethod
@@ -260,20 +258,5 @@ class OptimizerStateAnalysis:
             elif entry.unknown:
                 unknown = True
         return (then[0] if len(keys) == len(then[0]) else frozenset(keys)), unknown
-
-    def _enables_global_step(self, ref: ClassRef) -> bool:
-        """`super().__init__(params, defaults, enable_global_step=...)` anywhere up the MRO."""
-        return self.project.along_mro(
-            ref, self._global_step_by_class,
-            lambda order: any(self._init_enables_global_step(entry) for entry in order),
-            lambda entry, inherited: inherited or self._init_enables_global_step(entry))
-
-    def _init_enables_global_step(self, entry: ClassRef) -> bool:
-        init = entry.info.methods.get("__init__") if entry.info else None
-        if init is None or self.project.is_machinery(entry):
-            return False
-        if id(init) not in self._global_step:
-            self._global_step[id(init)] = enables_global_step(init)
-        return self._global_step[id(init)]
 
 

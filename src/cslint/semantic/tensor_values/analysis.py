@@ -63,7 +63,7 @@ class TensorValueAnalysis:
         self.python_state_keys = self.class_attributes.python_state_keys
         self.group_tensor_keys = self.class_attributes.group_tensor_keys
         self.shared_state_keys = self.class_attributes.shared_state_keys
-        self.has_global_step = self.class_attributes.has_global_step
+        self.has_global_step = project.has_global_step
         self._summaries: dict[tuple, _Summary] = {}
         self._class_dependent: dict[tuple, bool] = {}
         self._class_free_summaries: dict[tuple, _Summary] = {}

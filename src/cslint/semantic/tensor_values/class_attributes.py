@@ -7,7 +7,7 @@ import re
 from functools import cached_property
 
 from cslint.semantic.module_index import (
-    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, enables_global_step, source_snippet,
+    ClassInfo, FunctionInfo, ModuleIndex, dotted_name, source_snippet,
 )
 from cslint.semantic.project import ClassRef, ProjectIndex
 from cslint.semantic.tensor_values.values import (
@@ -30,7 +30,6 @@ class ClassAttributes:
         self._setup_keys_cache: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         self._setup_keys_along_mro: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         self._forwards: dict[int, FunctionInfo | bool] = {}
-        self._global_step: dict[int, bool] = {}
 
     def _of_class(self, info: ClassInfo, owner: ClassRef
                   ) -> tuple[dict[str, Value], frozenset[str]]:
@@ -145,20 +144,7 @@ class ClassAttributes:
     def global_step_anywhere(self) -> bool:
         """Whether any optimizer class of the project has cstorch's global step."""
         return any(ref.info is not None and self.project.kinds(ref).optimizer
-                   and self.has_global_step(ref) for ref in self.project.project_classes)
-
-    def has_global_step(self, ref: ClassRef | None) -> bool:
-        """Whether an `__init__` of `ref`'s MRO passes `enable_global_step=True` to cstorch's
-        optimizer: each parameter's `state["step"]` is then the global step tensor."""
-        if ref is None:
-            return False
-        found = self._global_step.get(id(ref))
-        if found is None:
-            found = self._global_step[id(ref)] = any(
-                entry.info is not None and not self.project.is_machinery(entry)
-                and (init := entry.info.methods.get("__init__")) is not None
-                and enables_global_step(init) for entry in self.project.mro(ref))
-        return found
+                   and self.project.has_global_step(ref) for ref in self.project.project_classes)
 
     def _setup_keys(self, ref: ClassRef | None) -> tuple[frozenset[str], frozenset[str]]:
         if ref is None:
