@@ -960,8 +960,8 @@ def swapped_entries(r: "_Rewriter", statement: ast.If, condition: str) -> Edit |
 
     fresh_name = _fresh_names(r._function_of(statement) or statement)
     # Each entry as the file writes it (its quotes).
-    entry = {_constant_key(n): r.code(n) for n in ast.walk(statement)
-             if _constant_key(n) in keys}
+    entry = {_entry_key(n): r.code(n) for n in ast.walk(statement)
+             if _entry_key(n) in keys}
     torch = r.torch
     indent = r.indent_of(statement)
     unit = _unit_indent(r.text, statement, indent)
@@ -1025,7 +1025,7 @@ def _aliased_entries(statement: ast.If) -> tuple[str, dict[str, tuple[str, str]]
                 if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) \
                 and len(target.elts) == len(value.elts) else [(target, value)]
             for name, entry in pairs:
-                key = _constant_key(entry)
+                key = _entry_key(entry)
                 if not isinstance(name, ast.Name) or key is None or name.id in found:
                     return None
                 containers.add(entry.value.id)
@@ -1053,8 +1053,8 @@ def _swapped_lists(r: "_Rewriter", statement: ast.If
             and isinstance(assignment.value, ast.Tuple)
             and len(assignment.targets[0].elts) == len(assignment.value.elts)):
         return None
-    targets = [_constant_key(t) for t in assignment.targets[0].elts]
-    sources = [_constant_key(v) for v in assignment.value.elts]
+    targets = [_entry_key(t) for t in assignment.targets[0].elts]
+    sources = [_entry_key(v) for v in assignment.value.elts]
     roots = {n.value.id for n in (*assignment.targets[0].elts, *assignment.value.elts)
              if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)}
     if None in targets or None in sources or len(roots) != 1 or \
@@ -1067,7 +1067,8 @@ def _swapped_lists(r: "_Rewriter", statement: ast.If
     return container, {target: (source, target) for target, source in zip(targets, sources)}
 
 
-def _constant_key(node: ast.expr) -> str | None:
+def _entry_key(node: ast.expr) -> str | None:
+    """"k" of `d["k"]` (a name's entry under a string key)."""
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
             and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
         return node.slice.value
@@ -1115,9 +1116,7 @@ def _type_name(node: ast.expr) -> str:
 
 
 def _reads_entry(statement: ast.stmt, container: str, keys: list[str]) -> bool:
-    return any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
-               and n.value.id == container and isinstance(n.slice, ast.Constant)
-               and n.slice.value in keys for n in ast.walk(statement))
+    return any(_entry_key(n) in keys and n.value.id == container for n in ast.walk(statement))
 
 
 def _keeps_names(statement: ast.stmt, names: set[str]) -> bool:
