@@ -1435,6 +1435,8 @@ class _LazyStatePlan:
                       and s.end_lineno < guards[0].lineno
                       and all(isinstance(t, (ast.Name, ast.Tuple)) for t in _targets(s))]
         gradients = _gradient_names(candidates, param, where)
+        values = _gradient_values(candidates, gradients, param, param_loop,
+                                  max(guard.lineno for guard in guards))
         # The guards' statements: creations (and option tests around them) only.
         counter: list[ast.stmt] = []
         moved: list[ast.stmt] = []
@@ -1443,25 +1445,33 @@ class _LazyStatePlan:
         # to it after (`self.maximize_gradient(state["m"])`): `_FirstStep`.
         first_steps: dict[int, _FirstStep] = {}  # by id of their check
         for guard in guards:
-            if not all(_recasts_what_it_made(s, guard, state_name) for s in guard.orelse):
-                return False
+            # The first step's locals (`buf = grad.clone()` before `state["buf"] = buf`).
+            first_values: dict[str, ast.expr] = {}
+            first_work: list[ast.stmt] = []
             for statement in guard.body:
                 if _is_step_counter(statement, state_name):
                     counter.append(statement)
                 elif id(guard) in first_steps and first_steps[id(guard)].follows(statement):
                     continue
+                elif (seeded := _seeded_key(statement, state_name, gradients, param,
+                                            {**values, **first_values})) is not None \
+                        and (id(guard) not in first_steps or first_steps[id(guard)].nested is None):
+                    if id(guard) not in first_steps:
+                        first_steps[id(guard)] = _FirstStep(guard, state_name, _option_conjuncts(
+                            guard.test, state_name, gradients))
+                    first_steps[id(guard)].statements.extend(first_work)
+                    first_work.clear()
+                    first_steps[id(guard)].add(*seeded, statement)
                 elif _only_creates(statement, state_name) \
                         and not _reads_values_of(statement, gradients, param) \
                         or self._local_to_guard(statement, guard, where, state_name,
                                                 gradients, param):
                     moved.append(statement)
                     guarded.setdefault(id(guard), []).append(statement)
-                elif (key := _seeded_key(statement, state_name, gradients, param)) is not None \
-                        and (id(guard) not in first_steps or first_steps[id(guard)].nested is None):
-                    if id(guard) not in first_steps:
-                        first_steps[id(guard)] = _FirstStep(guard, state_name, _option_conjuncts(
-                            guard.test, state_name, gradients))
-                    first_steps[id(guard)].add(key, statement)
+                elif (local := _first_value_local(statement, state_name, gradients, param,
+                                                  {**values, **first_values})) is not None:
+                    first_values[local] = statement.value
+                    first_work.append(statement)
                 elif id(guard) not in first_steps and (seeded := _seeded_block(
                         statement, state_name, gradients, param, where)) is not None:
                     # `if <option>: m = grad.clone(); <calls changing m>; state["m"] = m`
@@ -1469,7 +1479,7 @@ class _LazyStatePlan:
                         guard, state_name,
                         _option_conjuncts(guard.test, state_name, gradients) + [statement.test])
                     for key, assignment in seeded:
-                        first_step.add(key, assignment)
+                        first_step.add(key, _LIKE, assignment)
                     first_step.statements = list(statement.body)  # (the local's work too)
                     first_step.nested = statement
                 elif (creations := _under_gradient_test(statement, state_name,
@@ -1481,6 +1491,18 @@ class _LazyStatePlan:
                     guarded.setdefault(id(guard), []).extend(creations)
                 else:
                     return False
+            if first_work:
+                return False  # a local no state entry takes
+            if guard.orelse and not all(_recasts_what_it_made(s, guard, state_name)
+                                        for s in guard.orelse):
+                # `else: state["k"].lerp_(g, w)`: it runs on every step, before the first
+                # step's values are taken.
+                first_step = first_steps.get(id(guard))
+                if first_step is None or first_step.nested is not None \
+                        or not first_step.take_updates(guard.orelse):
+                    return False
+            if id(guard) in first_steps and not first_steps[id(guard)].settled(where):
+                return False
         increments = self._increments(state_name) if counter else []
         if increments is None:
             return False
@@ -1544,9 +1566,11 @@ class _LazyStatePlan:
             for statement in guarded.get(id(guard), ()):
                 lines.extend(_reindented(r, statement, depth, renamed, param))
             if seeded:
-                # The first step's values are the gradient's, shaped like the parameter.
-                lines.extend(f"{depth}{state_name}[{r.code(key)}] = {alias}.zeros_like({param})"
-                             for key in first_step.key_nodes)
+                # The first step's values are the gradient's: made with their shape.
+                lines.extend(f"{depth}{state_name}[{r.code(key)}] = "
+                             + (f"{alias}.zeros_like({param})" if shape == _LIKE else
+                                f"{alias}.zeros((), dtype={param}.dtype)")
+                             for key, shape in zip(first_step.key_nodes, first_step.shapes))
                 lines.append(f"{depth}{state_name}[{first_step.flag_code(r)}] = "
                              f"{alias}.zeros(())")
         edit = r.preinitialize_edit(step, existing, lines)
@@ -1856,7 +1880,11 @@ class _FirstStep:
         self.flag = self.FLAG
         self.keys: dict[str, str] = {}  # key -> the local its first value goes in
         self.key_nodes: list[ast.expr] = []
+        self.shapes: list[str] = []  # of each key: `_LIKE` the parameter or `_ZERO_DIM`
         self.statements: list[ast.stmt] = []  # the creations and what follows them
+        # The check's `else`, which updates the state in place on the other steps: it runs
+        # on every step, before the first step's values are taken.
+        self.updates: list[ast.stmt] = []
         # The option `if` in the check that holds the creations (`if group["ema"]: m =
         # grad.clone(); state["m"] = m`), whose test joins `options`; None: at the top.
         self.nested: ast.If | None = None
@@ -1866,10 +1894,59 @@ class _FirstStep:
         quote = r.code(self.key_nodes[0])[0] if self.key_nodes else '"'
         return f"{quote}{self.flag}{quote}" if quote in "'\"" else repr(self.flag)
 
-    def add(self, key: str, statement: ast.Assign) -> None:
+    def add(self, key: str, shape: str, statement: ast.Assign) -> None:
         self.keys[key] = "first_" + key
-        self.key_nodes.append(statement.targets[0].slice)
+        self.key_nodes.append(_seeded_target(statement, self.state_name).slice)
+        self.shapes.append(shape)
         self.statements.append(statement)
+
+    def take_updates(self, orelse: list[ast.stmt]) -> bool:
+        """Whether the check's `else` only changes the new state in place: `state["k"].
+        lerp_(g, w)`, `buf = state["k"]` and `buf.mul_(m).add_(g)`, with arguments that
+        change nothing. Run on every step, it changes the state made in preinitialize on
+        the first, where the first step's values are taken after it."""
+        aliases: dict[str, str] = {}
+        for statement in orelse:
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                    and isinstance(statement.targets[0], ast.Name) \
+                    and _state_key(statement.value, self.state_name) in self.keys:
+                aliases[statement.targets[0].id] = _state_key(statement.value, self.state_name)
+                continue
+            root = _in_place_root(statement)
+            if root is None or not (isinstance(root, ast.Name) and root.id in aliases
+                                    or _state_key(root, self.state_name) in self.keys):
+                return False
+        self.updates = orelse
+        return True
+
+    def settled(self, function: ast.AST) -> bool:
+        """Whether each local the check binds to first values (`buf = grad.clone()`;
+        `state["k"] = buf`) is read only inside it, or bound by the `else` to the same
+        entry (`buf = state["k"]`): then it is that entry either way after the check."""
+        rebound = {statement.targets[0].id: _state_key(statement.value, self.state_name)
+                   for statement in self.updates if isinstance(statement, ast.Assign)}
+        inside = {id(n) for n in ast.walk(self.guard)}
+        return all(rebound.get(local) == key or not any(
+            isinstance(n, ast.Name) and n.id == local and id(n) not in inside
+            for n in ast.walk(function)) for local, key in self.locals.items())
+
+    @property
+    def locals(self) -> dict[str, str]:
+        """The locals the check binds to first values, with the key each goes in."""
+        bound = {target.id for statement in self.statements
+                 if isinstance(statement, ast.Assign) for target in statement.targets
+                 if isinstance(target, ast.Name)}
+        found = {}
+        for statement in self.statements:
+            entry = _seeded_target(statement, self.state_name)
+            key = _state_key(entry, self.state_name) if entry is not None else None
+            if key not in self.keys:
+                continue
+            # `buf = grad.clone()` then `state["k"] = buf`; `buf = state["k"] = ...`
+            if isinstance(statement.value, ast.Name) and statement.value.id in bound:
+                found[statement.value.id] = key
+            found.update((t.id, key) for t in statement.targets if isinstance(t, ast.Name))
+        return found
 
     def follows(self, statement: ast.stmt) -> bool:
         """A call that changes the new state in place and reads no other state
@@ -1919,8 +1996,19 @@ class _FirstStep:
         renamed = {id(n): self.keys[_state_key(n, state)]
                    for statement in self.statements for n in ast.walk(statement)
                    if isinstance(n, ast.Subscript) and _state_key(n, state) in self.keys}
+        # A local the `else` binds to the entry again (`buf = state["k"] = grad.clone()`
+        # with `else: buf = state["k"]`) is left out of the first values' assignment.
+        rebound = {t.id for u in self.updates if isinstance(u, ast.Assign)
+                   for t in u.targets if isinstance(t, ast.Name)}
+        dropped = "\x00"
+        renamed.update((id(t), dropped) for statement in self.statements
+                       if _seeded_target(statement, state) is not None
+                       for t in statement.targets if isinstance(t, ast.Name) and t.id in rebound)
         for statement in self.statements:
-            lines.extend(_reindented(r, statement, depth, renamed))
+            lines.extend(re.sub(dropped + r"\s*=\s*", "", line)
+                         for line in _reindented(r, statement, depth, renamed))
+        for statement in self.updates:
+            lines.extend(_reindented(r, statement, depth))
         unit = _unit_indent(r.text, self.guard, indent)
         for node in self.key_nodes:
             place = f"{state}[{r.code(node)}]"
@@ -2157,18 +2245,163 @@ def _option_conjuncts(test: ast.expr, state_name: str, gradients: set[str]
 
 
 def _seeded_key(statement: ast.stmt, state_name: str, gradients: set[str],
-                param: str) -> ast.expr | None:
-    """The key of `state["k"] = <the gradient's values, shaped like the parameter>`
-    (`grad.clone()`, `-grad.clone()`, `grad.square()`, `p.grad.clone().mul_(c)`)."""
-    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+                param: str, values: dict[str, ast.expr] | None = None
+                ) -> tuple[ast.expr, str] | None:
+    """The key of `state["k"] = <the gradient's values>` and the shape they have: "like"
+    the parameter (`grad.clone()`, `-grad.clone()`, `grad.square()`, `p.grad.clone().
+    mul_(c)`) or "0-dim" (`grad.pow(2).sum()`, `torch.norm(grad)`); `values` are the
+    locals bound to such values (`grad_norm = grad.norm()`; `state["k"] = grad_norm`)."""
+    entry = _seeded_target(statement, state_name)
+    if entry is None:
         return None
-    key = _state_key(statement.targets[0], state_name)
+    key = _state_key(entry, state_name)
     value = statement.value
-    if key is None or _mentions(value, state_name) or \
-            not _reads_values_of(value, gradients, param) or \
-            not _like_parameter(value, gradients, param):
+    values = values or {}
+    if key is None or _mentions(value, state_name) or not (
+            _reads_values_of(value, gradients, param) or _loaded_names(value) & values.keys()):
         return None
-    return key
+    shape = _value_shape(value, gradients, param, values)
+    return (key, shape) if shape in (_LIKE, _ZERO_DIM) else None
+
+
+def _seeded_target(statement: ast.stmt, state_name: str) -> ast.Subscript | None:
+    """The state entry an assignment binds, with locals perhaps (`buf = state["k"] =
+    ...`): one entry, the other targets names."""
+    if not isinstance(statement, ast.Assign):
+        return None
+    entries = [t for t in statement.targets if _state_key(t, state_name) is not None]
+    if len(entries) != 1 or not all(isinstance(t, ast.Name) for t in statement.targets
+                                    if t is not entries[0]):
+        return None
+    return entries[0]
+
+
+# The shapes `_value_shape` tells apart.
+_LIKE, _ZERO_DIM, _NUMBER = "like", "0-dim", "number"
+# Reductions of a whole tensor to a 0-dim one of its dtype: methods given no argument,
+# functions of torch given the tensor alone.
+_FULL_REDUCTIONS = frozenset({"sum", "mean", "norm", "amax", "amin", "max", "min", "prod"})
+
+
+def _value_shape(node: ast.expr, gradients: set[str], param: str,
+                 values: dict[str, ast.expr]) -> str | None:
+    """The shape of a value computed from the gradient or the parameter: `_LIKE` the
+    parameter (the same dtype too), `_ZERO_DIM` (of its dtype), `_NUMBER` (a number or
+    an option, broadcast), None where unknown. Names in `values` are read through the
+    expressions bound to them."""
+    if isinstance(node, ast.Name) and node.id in values:
+        rest = {name: value for name, value in values.items() if name != node.id}
+        return _value_shape(values[node.id], gradients, param, rest)
+    if _like_parameter(node, gradients, param):
+        return _LIKE
+    if _scalar(node, gradients, param) and not _loaded_names(node) & values.keys():
+        return _NUMBER
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _value_shape(node.operand, gradients, param, values)
+    if isinstance(node, ast.BinOp):
+        shapes = {_value_shape(side, gradients, param, values) for side in (node.left, node.right)}
+        if None in shapes:
+            return None
+        return _LIKE if _LIKE in shapes else _ZERO_DIM if _ZERO_DIM in shapes else _NUMBER
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)) or any(
+            keyword.arg not in ("alpha", "value")
+            or _value_shape(keyword.value, gradients, param, values) != _NUMBER
+            for keyword in node.keywords):
+        return None  # (`add(x, alpha=a)` and `addcmul(a, b, value=c)` scale by a number)
+    method, owner = node.func.attr, node.func.value
+    if isinstance(owner, ast.Name) and owner.id == "torch" or \
+            isinstance(owner, ast.Attribute) and owner.attr == "linalg" \
+            and isinstance(owner.value, ast.Name) and owner.value.id == "torch":
+        if not node.args:
+            return None
+        first = _value_shape(node.args[0], gradients, param, values)
+        if method in _FULL_REDUCTIONS | {"vector_norm"} and len(node.args) == 1:
+            return _ZERO_DIM if first in (_LIKE, _ZERO_DIM) else None
+        if method in _ELEMENTWISE and first in (_LIKE, _ZERO_DIM) and all(
+                _value_shape(a, gradients, param, values) == _NUMBER for a in node.args[1:]):
+            return first
+        return None
+    receiver = _value_shape(owner, gradients, param, values)
+    if receiver not in (_LIKE, _ZERO_DIM):
+        return None
+    if method in _FULL_REDUCTIONS and not node.args:
+        return _ZERO_DIM
+    if method in _ELEMENTWISE:
+        shapes = [_value_shape(a, gradients, param, values) for a in node.args]
+        if None in shapes:
+            return None
+        return _LIKE if receiver == _LIKE or _LIKE in shapes else _ZERO_DIM
+    return None
+
+
+def _first_value_local(statement: ast.stmt, state_name: str, gradients: set[str], param: str,
+                       values: dict[str, ast.expr]) -> str | None:
+    """The name of `buf = <the gradient's values>` (`torch.clone(grad).detach()`) in a
+    lazy-initialisation check, where a state entry takes it next."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)):
+        return None
+    value = statement.value
+    if _mentions(value, state_name) or not _side_effect_free(value, on_new_tensors=True) or \
+            not (_reads_values_of(value, gradients, param) or _loaded_names(value) & values.keys()):
+        return None
+    return statement.targets[0].id \
+        if _value_shape(value, gradients, param, values) in (_LIKE, _ZERO_DIM) else None
+
+
+def _in_place_root(statement: ast.stmt) -> ast.expr | None:
+    """What a statement of in-place ops alone changes (`buf` of `buf.mul_(m).add_(g,
+    alpha=a)`), their arguments changing nothing; None for any other statement."""
+    if not isinstance(statement, ast.Expr):
+        return None
+    node = statement.value
+    calls = 0
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr.endswith("_") and not node.func.attr.startswith("_"):
+        if not all(_side_effect_free(a) for a in [*node.args,
+                                                    *(k.value for k in node.keywords)]):
+            return None
+        node, calls = node.func.value, calls + 1
+    return node if calls and isinstance(node, (ast.Name, ast.Subscript)) else None
+
+
+def _gradient_values(candidates: list[ast.stmt], gradients: set[str], param: str,
+                     loop: ast.For, before: int) -> dict[str, ast.expr]:
+    """Locals that hold a value computed from the gradient's values at each of the
+    parameter loop's lines before line `before`, all of one shape: first bound by one of
+    `candidates` (in order: `grad = p.grad`, `grad_norm = grad.pow(2).sum()`), then
+    perhaps again to the same shape (`if wd: d_p = d_p.add(p, alpha=wd)`), by nothing
+    else. The expressions of their first bindings, by name."""
+    stores: dict[str, int] = {}
+    bindings: dict[str, list[ast.Assign]] = {}
+    for node in ast.walk(loop):
+        if node.lineno >= before if hasattr(node, "lineno") else True:
+            continue
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            stores[node.id] = stores.get(node.id, 0) + 1
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name):
+            bindings.setdefault(node.targets[0].id, []).append(node)
+    found: dict[str, ast.expr] = {}
+    for statement in candidates:
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)):
+            continue
+        name, value = statement.targets[0].id, statement.value
+        assigned = sorted(bindings.get(name, ()), key=lambda a: (a.lineno, a.col_offset))
+        if name in found or name in gradients or not assigned or assigned[0] is not statement \
+                or len(assigned) != stores.get(name) or not (
+                    _reads_values_of(value, gradients, param)
+                    or _loaded_names(value) & found.keys()):
+            continue
+        shape = _value_shape(value, gradients, param, found)
+        within = {**found, name: value}
+        if shape in (_LIKE, _ZERO_DIM) and all(
+                _side_effect_free(a.value, on_new_tensors=True)
+                and _value_shape(a.value, gradients, param, within) == shape
+                for a in assigned):
+            found[name] = value
+    return found
 
 
 def _reads_values_of(node: ast.AST, gradients: set[str], param: str) -> bool:
