@@ -510,6 +510,66 @@ def test_a_first_step_with_an_else_that_does_more_than_update_its_state_stays(
     assert text.count("else:") == 3 and "first_step" not in text
 
 
+LEAVING_EARLY_LEFT_ALONE = '''\
+import torch
+
+
+class NestedLeave(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if len(state) == 0:
+                    state["m"] = torch.zeros_like(p)
+                norm = p.grad.norm()
+                if group["lr"] > 0:
+                    if norm > 1.0:
+                        state["m"].zero_()
+                        continue
+                state["m"].add_(p.grad)
+                p.add_(-group["lr"] * state["m"])
+
+
+class TwoWaysOut(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if len(state) == 0:
+                    state["m"] = torch.zeros_like(p)
+                norm = p.grad.norm()
+                if norm > 1.0:
+                    state["m"].zero_()
+                    if group["lr"] > 1.0:
+                        break
+                    continue
+                state["m"].add_(p.grad)
+                p.add_(-group["lr"] * state["m"])
+'''
+
+
+def test_a_tensor_test_that_leaves_its_block_stays_unless_the_rest_is_its_else(
+        tmp_path: Path):
+    """`if t: ...; continue` is read as `if t: ... / else: <the rest>` only at the top
+    of the loop's body (nested in an option's `if`, the rest runs where the option is
+    false too) and where the work has no other way out (`break`)."""
+    path = tmp_path / "leaving.py"
+    path.write_text(LEAVING_EARLY_LEFT_ALONE)
+    ported = port_file(str(path), Config())
+    text = ported.ported.decode()
+    assert [(c.name, c.remaining) for c in ported.classes] == [
+        ("NestedLeave", ("CS201",)), ("TwoWaysOut", ("CS201",))]
+    assert text.count("continue") == 2 and "torch.where" not in text
+
+
 SHAPES_LEFT_ALONE = '''\
 import torch
 

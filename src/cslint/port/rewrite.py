@@ -966,49 +966,91 @@ class _Rewriter:
             while isinstance(self.parents.get(id(statement)), ast.If) and \
                     self.parents[id(statement)].orelse == [statement]:
                 statement = self.parents[id(statement)]  # an `elif`: from its `if`
-            returned = self._selected_return(statement, tensor_tests)
-            if returned is not None:
-                return returned
-            chain = self._assignment_chain(statement)
-            if chain is None:
-                edit = self._selected_update(statement, tensor_tests) or \
-                    self._selected_in_place(statement, tensor_tests) or \
-                    self._both_branches(statement, tensor_tests) or \
-                    self._both_branches(statement, tensor_tests, swapped=True)
-                if edit is not None:
-                    return edit
-                continue
-            names, branches, last = chain
-            values = [v for _, block in branches for v in block] + \
-                [v for v in last if not isinstance(v, str)]
-            # Each line tests again: a test must not read a name an earlier line set.
-            rebinds_tested = len(names) > 1 and any(
-                isinstance(n, ast.Name) and n.id in names
-                for t, _ in branches for n in ast.walk(t))
-            function = self._function_of(statement)
-            if rebinds_tested or \
-                    not all((_selectable(v) or _unchanged_alias(v, names, function))
-                            and _side_effect_free(v, on_new_tensors=True) for v in values) or \
-                    not all(_side_effect_free(t) for t, _ in branches) or \
-                    _reads_carried_value(statement, function, values):
-                # (Lists of tensors, selected one by one, may still be; entries the
-                # branches swap, too.)
-                edit = self._both_branches(statement, tensor_tests) or \
-                    self._both_branches(statement, tensor_tests, swapped=True)
-                if edit is not None:
-                    return edit
-                continue
-            start, end = self.span(statement)
-            comments = _comment_lines(self.text[start:end])
-            if comments is None:
-                continue
-            lines = comments + [self._selection_line(statement, name, [(t, block[index])
-                                                                      for t, block in branches],
-                                                     last[index], tensor_tests)
-                                for index, name in enumerate(names)]
-            return Edit(start, end, (_newline(self.text) + self.indent_of(statement))
-                        .join(lines))
+            edit = self._selection(statement, tensor_tests)
+            if edit is None and not statement.orelse:
+                edit = self._selection_with_rest(statement, tensor_tests)
+            if edit is not None:
+                return edit
         return None
+
+    def _selection(self, statement: ast.If, tensor_tests: set[int]) -> Edit | None:
+        """The edit that selects with torch.where what `statement`'s branches do."""
+        returned = self._selected_return(statement, tensor_tests)
+        if returned is not None:
+            return returned
+        chain = self._assignment_chain(statement)
+        if chain is None:
+            return self._selected_update(statement, tensor_tests) or \
+                self._selected_in_place(statement, tensor_tests) or \
+                self._both_branches(statement, tensor_tests) or \
+                self._both_branches(statement, tensor_tests, swapped=True)
+        names, branches, last = chain
+        values = [v for _, block in branches for v in block] + \
+            [v for v in last if not isinstance(v, str)]
+        # Each line tests again: a test must not read a name an earlier line set.
+        rebinds_tested = len(names) > 1 and any(
+            isinstance(n, ast.Name) and n.id in names
+            for t, _ in branches for n in ast.walk(t))
+        function = self._function_of(statement)
+        if rebinds_tested or \
+                not all((_selectable(v) or _unchanged_alias(v, names, function))
+                        and _side_effect_free(v, on_new_tensors=True) for v in values) or \
+                not all(_side_effect_free(t) for t, _ in branches) or \
+                _reads_carried_value(statement, function, values):
+            # (Lists of tensors, selected one by one, may still be; entries the
+            # branches swap, too.)
+            return self._both_branches(statement, tensor_tests) or \
+                self._both_branches(statement, tensor_tests, swapped=True)
+        start, end = self.span(statement)
+        comments = _comment_lines(self.text[start:end])
+        if comments is None:
+            return None
+        lines = comments + [self._selection_line(statement, name, [(t, block[index])
+                                                                  for t, block in branches],
+                                                 last[index], tensor_tests)
+                            for index, name in enumerate(names)]
+        return Edit(start, end, (_newline(self.text) + self.indent_of(statement))
+                    .join(lines))
+
+    def _selection_with_rest(self, statement: ast.If, tensor_tests: set[int]) -> Edit | None:
+        """`if t: <work>; continue` at the top of a loop's body (`return` at the top of a
+        function that returns nothing) runs the rest of the block only where `t` is
+        false: the selection of `if t: <work> / else: <the rest>`, the code it is."""
+        parent = self.parents.get(id(statement))
+        leave = statement.body[-1]
+        if isinstance(leave, ast.Continue):
+            if not isinstance(parent, (ast.For, ast.While)) or parent.orelse:
+                return None
+        elif isinstance(leave, ast.Return) and leave.value is None:
+            if not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) or any(
+                    isinstance(n, ast.Return) and n.value is not None
+                    for n in _own_nodes(parent)):
+                return None
+        else:
+            return None
+        block = parent.body
+        at = next((i for i, s in enumerate(block) if s is statement), None)
+        work = statement.body[:-1]
+        if at is None or at + 1 == len(block) or not work or any(
+                isinstance(n, ast.Return) for s in work for n in _own_nodes(s)) or any(
+                isinstance(n, (ast.Continue, ast.Break))
+                for s in work for n in _own_nodes(s, loops=False)):
+            return None  # (another way out of the work)
+        merged = ast.If(test=statement.test, body=work, orelse=block[at + 1:])
+        ast.copy_location(merged, statement)
+        merged.end_lineno, merged.end_col_offset = block[-1].end_lineno, block[-1].end_col_offset
+        # The code as the merged `if` reads it, while its selection is made.
+        parents = {id(s): self.parents.get(id(s)) for s in block[at:]}
+        self.parents[id(merged)] = parent
+        for inner in merged.body + merged.orelse:
+            self.parents[id(inner)] = merged
+        parent.body = block[:at] + [merged]
+        try:
+            return self._selection(merged, tensor_tests)
+        finally:
+            parent.body = block
+            del self.parents[id(merged)]
+            self.parents.update(parents)
 
     def _selected_return(self, statement: ast.If, tensor_tests: set[int]) -> Edit | None:
         """`if t > 0: return a` followed by `return b` (or with `else: return b`) ->
@@ -2462,6 +2504,21 @@ _ELEMENTWISE = frozenset({
     "clone", "detach", "abs", "abs_", "neg", "neg_", "sign", "sign_", "square", "square_",
     "sqrt", "sqrt_", "mul", "mul_", "add", "add_", "sub", "sub_", "div", "div_", "pow",
     "pow_", "contiguous"})
+
+
+def _own_nodes(node: ast.AST, loops: bool = True):
+    """`node` and the nodes inside it, but those of the functions and classes it defines
+    (and, without `loops`, of the loops inside it: their `continue` is their own)."""
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        yield current
+        for child in ast.iter_child_nodes(current):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                  ast.ClassDef)) or \
+                    not loops and isinstance(child, (ast.For, ast.AsyncFor, ast.While)):
+                continue
+            pending.append(child)
 
 
 def _removal(r: _Rewriter, statement: ast.stmt) -> Edit:
