@@ -570,6 +570,70 @@ def test_a_tensor_test_that_leaves_its_block_stays_unless_the_rest_is_its_else(
     assert text.count("continue") == 2 and "torch.where" not in text
 
 
+WRITTEN_STATE_LEFT_ALONE = '''\
+import torch
+
+
+class ReadNextStep(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                grad = p.grad
+                if "previous" in state:
+                    grad = grad + 0.5 * state["previous"]
+                p.add_(-group["lr"] * grad)
+                state["previous"] = p.grad.clone()
+
+
+class ShapeNotKnown(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                state["rows"] = p.grad.sum(dim=-1)
+                p.add_(-group["lr"] * p.grad)
+
+
+class ChangedAfter(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                norm = p.grad.norm()
+                state["norm"] = norm
+                norm.clamp_(min=1e-8)
+                p.add_(-group["lr"] * p.grad / norm)
+'''
+
+
+def test_state_written_each_step_stays_where_its_entry_is_read_or_its_shape_unknown(
+        tmp_path: Path):
+    """An entry written afresh at each step is made in preinitialize and copied into
+    only where nothing asks whether it is there (the first step reads no previous
+    value), the value's shape is known, and the copy holds what the entry held (the
+    local is not changed in place after)."""
+    path = tmp_path / "written.py"
+    path.write_text(WRITTEN_STATE_LEFT_ALONE)
+    ported = port_file(str(path), Config())
+    text = ported.ported.decode()
+    assert {c.name: "CS101" in c.remaining for c in ported.classes} == {
+        "ReadNextStep": True, "ShapeNotKnown": True, "ChangedAfter": True}
+    assert ".copy_(" not in text
+
+
 SHAPES_LEFT_ALONE = '''\
 import torch
 

@@ -284,7 +284,8 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
              rewriter.shared_state_edits, rewriter.lazy_state_edits,
              lambda: rewriter.stateless_edits(stateless),
              rewriter.group_counter_edits, rewriter.group_accumulator_edits,
-             rewriter.rebound_state_edits, rewriter.handed_back_edits,
+             rewriter.rebound_state_edits, rewriter.written_state_edits,
+             rewriter.handed_back_edits,
              rewriter.expression_edits,
              lambda: rewriter.sparsify_edits(config))
     for make in steps:
@@ -815,6 +816,129 @@ class _Rewriter:
                                           _zero_dim(alias, number, repr(float(number)))))
                 edits.append(Edit(*self.span(statement), self._copied_into(statement, target)))
         return edits
+
+    def written_state_edits(self) -> list[Edit]:
+        """`state["k"] = <a tensor>` written at each step of the parameter loop and made
+        nowhere else (LAMB's `state["trust_ratio"] = trust_ratio`, kept for whoever logs
+        it) -> made in preinitialize, like the parameter or 0-dim of its dtype as the
+        value is, and `state["k"].copy_(...)` in step. Only where the value's shape is
+        known (from the gradient, the parameter, the state preinitialize makes and the
+        locals bound from them), the class never asks whether the state is there (the
+        entry would always be), nothing reads the entry but what the copy fills, and the
+        value is a new tensor or a local nothing changes in place (the entry was that
+        tensor)."""
+        from cslint.port.branches import changed_in_place
+
+        by_class: dict[int, tuple[ast.ClassDef, list[tuple[ast.Assign, str, str, str]]]] = {}
+        for finding in self.coded("CS101"):
+            for statement in self.statements_at(finding)[:1]:
+                found = self._written_each_step(statement)
+                if found is not None:
+                    owner = found[0]
+                    by_class.setdefault(id(owner), (owner, []))[1].append(found[1:])
+        edits: list[Edit] = []
+        alias = _cstorch_name(self.tree) or "cstorch"
+        for owner, written in by_class.values():
+            methods = _methods(owner)
+            step, existing = methods["step"], methods.get("preinitialize")
+            indent = self.indent_of(step)
+            unit = _unit_indent(self.text, step, indent)
+            # At the end of preinitialize's loop over the parameters where it ends with
+            # one, else in a loop of their own.
+            last = _parameter_loop_at_end(existing)
+            if last is not None:
+                param, state = last[0].target.id, last[1]
+                depth = self.indent_of(last[0].body[0])
+            else:
+                param, state, depth = "p", "self.state[p]", indent + unit * 3
+            lines = []
+            made: set[str] = set()
+            for statement, key, shape, quoted in written:
+                if key in made:
+                    continue
+                made.add(key)
+                creation = f"{alias}.zeros_like({param})" if shape == _LIKE else \
+                    f"{alias}.zeros((), dtype={param}.dtype)"
+                lines.append(f"{depth}{state}[{quoted}] = {creation}")
+            if last is not None:
+                if last[0].end_lineno >= len(self.source.lines):
+                    continue
+                at = self.line_start(last[0].end_lineno + 1)
+                edit = Edit(at, at, _newline(self.text).join(lines) + _newline(self.text))
+            else:
+                head = [f"{indent}def preinitialize(self):"] if existing is None else []
+                head += [f"{indent}{unit}for group in self.param_groups:",
+                         f"{indent}{unit * 2}for p in group[\"params\"]:"]
+                edit = self.preinitialize_edit(step, existing, head + lines)
+            if edit is None:
+                continue
+            edits.append(edit)
+            edits.extend(Edit(*self.span(statement),
+                              self._copied_into(statement, statement.targets[0]))
+                         for statement, _, _, _ in written)
+        return edits
+
+    def _written_each_step(self, statement: ast.stmt):
+        """(class, statement, key, shape, the key as written) for `state["k"] = value` as
+        `written_state_edits` takes it; None otherwise."""
+        from cslint.port.branches import changed_in_place
+
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+            return None
+        target, value = statement.targets[0], statement.value
+        state_name = _state_variable(statement)
+        key = _state_key(target, state_name) if state_name is not None else None
+        owner = next((a for a in self.ancestors(statement) if isinstance(a, ast.ClassDef)), None)
+        function = self._function_of(statement)
+        if key is None or owner is None or function is None:
+            return None
+        methods = _methods(owner)
+        if "step" not in methods or methods.get(function.name) is not function or \
+                function.name == "preinitialize":
+            return None
+        loop = next((a for a in self.ancestors(statement) if isinstance(a, ast.For)), None)
+        if loop is None or not isinstance(loop.target, ast.Name) or \
+                self._function_of(loop) is not function:
+            return None
+        param = loop.target.id
+        bound = [s for s in loop.body if isinstance(s, ast.Assign) and len(s.targets) == 1
+                 and isinstance(s.targets[0], ast.Name) and s.targets[0].id == state_name]
+        if len(bound) != 1 or self.code(bound[0].value).replace(" ", "") != \
+                f"self.state[{param}]" or bound[0].lineno > statement.lineno:
+            return None
+        # A test of the state above it: the lazy-initialisation rewrite's to do.
+        if any(isinstance(a, ast.If) and _mentions(a.test, state_name)
+               for a in self.ancestors(statement) if a is not function):
+            return None
+        # The key: written only so, in this class; read only through the copy; and the
+        # class never asks whether the state is there.
+        for method in methods.values():
+            if _tests_state_elsewhere(method, _state_name_in(method) or state_name, []):
+                return None
+            for node in ast.walk(method):
+                if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                        and node.slice.value == key and node is not target \
+                        and (isinstance(node.value, ast.Name)
+                             or isinstance(node.value, ast.Subscript)):
+                    return None
+                if isinstance(node, ast.Constant) and node.value == key and \
+                        not any(node is n for n in ast.walk(target)) and \
+                        not (isinstance(self.parents.get(id(node)), ast.Subscript)
+                             and self.parents[id(node)].slice is node):
+                    return None  # (`state.get("k")`, `"k" in state`)
+        if isinstance(value, (ast.Subscript, ast.Attribute, ast.Starred)) or \
+                isinstance(value, ast.Name) and changed_in_place(function, value.id):
+            return None
+        entries = _entry_shapes(methods.get("preinitialize"))
+        candidates = [s for s in loop.body if isinstance(s, ast.Assign)
+                      and s.end_lineno < statement.lineno]
+        gradients = _gradient_names(candidates, param, function)
+        values = _gradient_values(candidates, gradients, param, loop, statement.lineno,
+                                  state_name, entries, any_value=True)
+        shape = _Shapes(gradients, param, values, state_name, entries).of(value)
+        if shape not in (_LIKE, _ZERO_DIM):
+            return None
+        return owner, statement, key, shape, self.code(target.slice)
 
     def _copied_into(self, statement: ast.Assign, target: ast.expr) -> str:
         """`target.copy_(<the statement's value>)`; past `_LINE_LENGTH`, the value on a
@@ -1478,7 +1602,7 @@ class _LazyStatePlan:
                       and all(isinstance(t, (ast.Name, ast.Tuple)) for t in _targets(s))]
         gradients = _gradient_names(candidates, param, where)
         values = _gradient_values(candidates, gradients, param, param_loop,
-                                  max(guard.lineno for guard in guards))
+                                  max(guard.lineno for guard in guards), state_name)
         # The guards' statements: creations (and option tests around them) only.
         counter: list[ast.stmt] = []
         moved: list[ast.stmt] = []
@@ -2180,6 +2304,63 @@ def _number_either_way(choice: ast.IfExp) -> float | None:
     return None
 
 
+def _state_name_in(function: ast.AST) -> str | None:
+    """The name `function` binds the state of a parameter to (`state = self.state[p]`)."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Subscript) \
+                and isinstance(node.value.value, ast.Attribute) \
+                and node.value.value.attr == "state":
+            return node.targets[0].id
+    return None
+
+
+def _parameter_loop_at_end(setup: ast.FunctionDef | None) -> tuple[ast.For, str] | None:
+    """preinitialize's last statement when it is `for group in self.param_groups:` ending
+    with `for p in group["params"]:` that binds `state = self.state[p]`: that inner loop,
+    with the state's name."""
+    if setup is None or not setup.body or not isinstance(setup.body[-1], ast.For):
+        return None
+    outer = setup.body[-1]
+    inner = outer.body[-1]
+    if not (isinstance(outer.target, ast.Name) and isinstance(inner, ast.For)
+            and isinstance(inner.target, ast.Name) and not inner.orelse
+            and ast.unparse(outer.iter) == "self.param_groups"
+            and ast.unparse(inner.iter) == f"{outer.target.id}['params']"):
+        return None
+    for statement in inner.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                and isinstance(statement.targets[0], ast.Name) \
+                and ast.unparse(statement.value) == f"self.state[{inner.target.id}]":
+            return inner, statement.targets[0].id
+    return None
+
+
+def _entry_shapes(setup: ast.FunctionDef | None) -> dict[str, str]:
+    """The shapes of the state entries preinitialize makes, by key: `_LIKE` the
+    parameter (`zeros_like(p)`, `full_like(p, v)`, `p.clone()`) or `_ZERO_DIM`
+    (`zeros(())`, `full((), v)`), where each of its creations of the key agrees."""
+    shapes: dict[str, set] = {}
+    for node in ast.walk(setup) if setup is not None else ():
+        key = _state_key_written(node)
+        if key is None:
+            continue
+        value, shape = node.value, None
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            name = value.func.attr
+            if name in ("zeros_like", "ones_like", "full_like") and value.args:
+                shape = _LIKE
+            elif name in ("zeros", "ones", "full") and value.args and \
+                    isinstance(value.args[0], ast.Tuple) and not value.args[0].elts:
+                shape = _ZERO_DIM
+            elif name == "clone" and not value.args:
+                shape = _LIKE
+        shapes.setdefault(key, set()).add(shape)
+    return {key: next(iter(found)) for key, found in shapes.items()
+            if len(found) == 1 and None not in found}
+
+
 def _tensor_created(setup: ast.FunctionDef, key: str) -> bool:
     """Whether preinitialize makes `<state>[key]`, each time by a call (a tensor:
     `cstorch.zeros_like(p)`, `p.clone()`)."""
@@ -2302,7 +2483,7 @@ def _seeded_key(statement: ast.stmt, state_name: str, gradients: set[str],
     if key is None or _mentions(value, state_name) or not (
             _reads_values_of(value, gradients, param) or _loaded_names(value) & values.keys()):
         return None
-    shape = _value_shape(value, gradients, param, values)
+    shape = _Shapes(gradients, param, values, state_name).of(value)
     return (key, shape) if shape in (_LIKE, _ZERO_DIM) else None
 
 
@@ -2318,62 +2499,111 @@ def _seeded_target(statement: ast.stmt, state_name: str) -> ast.Subscript | None
     return entries[0]
 
 
-# The shapes `_value_shape` tells apart.
+# The shapes `_Shapes` tells apart.
 _LIKE, _ZERO_DIM, _NUMBER = "like", "0-dim", "number"
 # Reductions of a whole tensor to a 0-dim one of its dtype: methods given no argument,
 # functions of torch given the tensor alone.
 _FULL_REDUCTIONS = frozenset({"sum", "mean", "norm", "amax", "amin", "max", "min", "prod"})
+# Elementwise ops that keep the shape and dtype of the tensors they are given, with
+# numbers as their other arguments (`clamp(0, c)`) or keywords (`clamp(min=0)`).
+_SHAPE_KEEPING = frozenset({"clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max",
+                            "clamp_max_", "reciprocal", "reciprocal_", "exp", "log", "rsqrt"})
+_NUMBER_KEYWORDS = frozenset({"alpha", "value", "min", "max", "weight"})
 
 
-def _value_shape(node: ast.expr, gradients: set[str], param: str,
-                 values: dict[str, ast.expr]) -> str | None:
-    """The shape of a value computed from the gradient or the parameter: `_LIKE` the
-    parameter (the same dtype too), `_ZERO_DIM` (of its dtype), `_NUMBER` (a number or
-    an option, broadcast), None where unknown. Names in `values` are read through the
-    expressions bound to them."""
-    if isinstance(node, ast.Name) and node.id in values:
-        rest = {name: value for name, value in values.items() if name != node.id}
-        return _value_shape(values[node.id], gradients, param, rest)
-    if _like_parameter(node, gradients, param):
-        return _LIKE
-    if _scalar(node, gradients, param) and not _loaded_names(node) & values.keys():
-        return _NUMBER
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        return _value_shape(node.operand, gradients, param, values)
-    if isinstance(node, ast.BinOp):
-        shapes = {_value_shape(side, gradients, param, values) for side in (node.left, node.right)}
+class _Shapes:
+    """The shape of a value computed from the gradient, the parameter and the state:
+    `_LIKE` the parameter (its dtype too), `_ZERO_DIM` (of the parameter's dtype),
+    `_NUMBER` (a number or an option, broadcast), None where unknown (a comparison's
+    booleans too). Names in `values` are read through the expressions bound to them;
+    the state's entries (`state["m"]`) have the shapes `entries` gives, others none."""
+
+    def __init__(self, gradients: set[str], param: str, values: dict[str, ast.expr],
+                 state_name: str | None = None, entries: dict[str, str] | None = None):
+        self.gradients, self.param, self.values = gradients, param, values
+        self.state_name, self.entries = state_name, entries or {}
+        self._reading: set[str] = set()
+
+    def of(self, node: ast.expr) -> str | None:
+        gradients, param = self.gradients, self.param
+        if isinstance(node, ast.Name) and node.id in self.values:
+            if node.id in self._reading:
+                return None
+            self._reading.add(node.id)
+            try:
+                return self.of(self.values[node.id])
+            finally:
+                self._reading.discard(node.id)
+        if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and \
+                self.state_name is not None and _mentions(node, self.state_name):
+            key = _state_key(node, self.state_name)  # (`self.state[p]["m"]`: not known)
+            return self.entries.get(key) if key is not None else None
+        if _like_parameter(node, gradients, param) or isinstance(node, ast.Attribute) \
+                and node.attr == "data" and self.of(node.value) == _LIKE:
+            return _LIKE
+        if _scalar(node, gradients, param) and not _loaded_names(node) & self.values.keys():
+            return _NUMBER
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return self.of(node.operand)
+        if isinstance(node, ast.BinOp):
+            return self._broadcast([node.left, node.right])
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)) or any(
+                keyword.arg not in _NUMBER_KEYWORDS or self.of(keyword.value) != _NUMBER
+                for keyword in node.keywords):
+            return None  # (`add(x, alpha=a)`, `clamp(min=0)`: scaled or bounded by numbers)
+        method, owner = node.func.attr, node.func.value
+        if isinstance(owner, ast.Name) and owner.id == "torch" or \
+                isinstance(owner, ast.Attribute) and owner.attr == "linalg" \
+                and isinstance(owner.value, ast.Name) and owner.value.id == "torch":
+            if not node.args:
+                return None
+            first = self.of(node.args[0])
+            if method in _FULL_REDUCTIONS | {"vector_norm"} and len(node.args) == 1:
+                return _ZERO_DIM if first in (_LIKE, _ZERO_DIM) else None
+            if method == "where" and len(node.args) == 3:
+                # Its values' shapes, broadcast with the condition's.
+                condition = self._condition(node.args[0])
+                rest = self._broadcast(node.args[1:])
+                shapes = {condition, rest}
+                if None in shapes or rest == _NUMBER:
+                    return None  # (numbers alone: an int64 or float32 tensor)
+                return _LIKE if _LIKE in shapes else _ZERO_DIM
+            if method in _ELEMENTWISE | _SHAPE_KEEPING and first in (_LIKE, _ZERO_DIM) and \
+                    all(self.of(a) == _NUMBER for a in node.args[1:]):
+                return first
+            return None
+        receiver = self.of(owner)
+        if receiver not in (_LIKE, _ZERO_DIM):
+            return None
+        if method in _FULL_REDUCTIONS and not node.args:
+            return _ZERO_DIM
+        if method in _SHAPE_KEEPING:
+            return receiver if all(self.of(a) == _NUMBER for a in node.args) else None
+        if method in _ELEMENTWISE:
+            shapes = [self.of(a) for a in node.args]
+            if None in shapes:
+                return None
+            return _LIKE if receiver == _LIKE or _LIKE in shapes else _ZERO_DIM
+        return None
+
+    def _broadcast(self, nodes: list[ast.expr]) -> str | None:
+        shapes = {self.of(n) for n in nodes}
         if None in shapes:
             return None
         return _LIKE if _LIKE in shapes else _ZERO_DIM if _ZERO_DIM in shapes else _NUMBER
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)) or any(
-            keyword.arg not in ("alpha", "value")
-            or _value_shape(keyword.value, gradients, param, values) != _NUMBER
-            for keyword in node.keywords):
-        return None  # (`add(x, alpha=a)` and `addcmul(a, b, value=c)` scale by a number)
-    method, owner = node.func.attr, node.func.value
-    if isinstance(owner, ast.Name) and owner.id == "torch" or \
-            isinstance(owner, ast.Attribute) and owner.attr == "linalg" \
-            and isinstance(owner.value, ast.Name) and owner.value.id == "torch":
-        if not node.args:
-            return None
-        first = _value_shape(node.args[0], gradients, param, values)
-        if method in _FULL_REDUCTIONS | {"vector_norm"} and len(node.args) == 1:
-            return _ZERO_DIM if first in (_LIKE, _ZERO_DIM) else None
-        if method in _ELEMENTWISE and first in (_LIKE, _ZERO_DIM) and all(
-                _value_shape(a, gradients, param, values) == _NUMBER for a in node.args[1:]):
-            return first
+
+    def _condition(self, node: ast.expr) -> str | None:
+        """The shape of a test's booleans (`a == 0`, `torch.logical_or(x, y)`)."""
+        if isinstance(node, ast.Compare):
+            return self._broadcast([node.left, *node.comparators])
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("logical_or", "logical_and") and not node.keywords \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
+            shapes = {self._condition(a) for a in node.args}
+            if None in shapes:
+                return None
+            return _LIKE if _LIKE in shapes else _ZERO_DIM if _ZERO_DIM in shapes else _NUMBER
         return None
-    receiver = _value_shape(owner, gradients, param, values)
-    if receiver not in (_LIKE, _ZERO_DIM):
-        return None
-    if method in _FULL_REDUCTIONS and not node.args:
-        return _ZERO_DIM
-    if method in _ELEMENTWISE:
-        shapes = [_value_shape(a, gradients, param, values) for a in node.args]
-        if None in shapes:
-            return None
-        return _LIKE if receiver == _LIKE or _LIKE in shapes else _ZERO_DIM
-    return None
 
 
 def _first_value_local(statement: ast.stmt, state_name: str, gradients: set[str], param: str,
@@ -2388,7 +2618,8 @@ def _first_value_local(statement: ast.stmt, state_name: str, gradients: set[str]
             not (_reads_values_of(value, gradients, param) or _loaded_names(value) & values.keys()):
         return None
     return statement.targets[0].id \
-        if _value_shape(value, gradients, param, values) in (_LIKE, _ZERO_DIM) else None
+        if _Shapes(gradients, param, values, state_name).of(value) in (_LIKE, _ZERO_DIM) \
+        else None
 
 
 def _in_place_root(statement: ast.stmt) -> ast.expr | None:
@@ -2408,41 +2639,54 @@ def _in_place_root(statement: ast.stmt) -> ast.expr | None:
 
 
 def _gradient_values(candidates: list[ast.stmt], gradients: set[str], param: str,
-                     loop: ast.For, before: int) -> dict[str, ast.expr]:
-    """Locals that hold a value computed from the gradient's values at each of the
-    parameter loop's lines before line `before`, all of one shape: first bound by one of
-    `candidates` (in order: `grad = p.grad`, `grad_norm = grad.pow(2).sum()`), then
+                     loop: ast.For, before: int, state_name: str,
+                     entries: dict[str, str] | None = None, any_value: bool = False
+                     ) -> dict[str, ast.expr]:
+    """Locals that hold a value computed from the gradient's values (with `any_value`,
+    any value of a shape `_Shapes` knows) at each of the parameter loop's lines before
+    line `before`, all of one shape: first bound by one of `candidates` (in order: `grad
+    = p.grad`, `grad_norm = grad.pow(2).sum()`, `m, v = state["m"], state["v"]`), then
     perhaps again to the same shape (`if wd: d_p = d_p.add(p, alpha=wd)`), by nothing
     else. The expressions of their first bindings, by name."""
+
+    def pairs(statement: ast.stmt) -> list[tuple[str, ast.expr]]:
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+            return []
+        target, value = statement.targets[0], statement.value
+        if isinstance(target, ast.Name):
+            return [(target.id, value)]
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) \
+                and len(target.elts) == len(value.elts) \
+                and all(isinstance(e, ast.Name) for e in target.elts):
+            return [(e.id, v) for e, v in zip(target.elts, value.elts)]
+        return []
+
     stores: dict[str, int] = {}
-    bindings: dict[str, list[ast.Assign]] = {}
+    bindings: dict[str, list[tuple[ast.stmt, ast.expr]]] = {}
     for node in ast.walk(loop):
         if node.lineno >= before if hasattr(node, "lineno") else True:
             continue
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             stores[node.id] = stores.get(node.id, 0) + 1
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name):
-            bindings.setdefault(node.targets[0].id, []).append(node)
+        for name, value in pairs(node):
+            bindings.setdefault(name, []).append((node, value))
     found: dict[str, ast.expr] = {}
     for statement in candidates:
-        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-                and isinstance(statement.targets[0], ast.Name)):
-            continue
-        name, value = statement.targets[0].id, statement.value
-        assigned = sorted(bindings.get(name, ()), key=lambda a: (a.lineno, a.col_offset))
-        if name in found or name in gradients or not assigned or assigned[0] is not statement \
-                or len(assigned) != stores.get(name) or not (
-                    _reads_values_of(value, gradients, param)
-                    or _loaded_names(value) & found.keys()):
-            continue
-        shape = _value_shape(value, gradients, param, found)
-        within = {**found, name: value}
-        if shape in (_LIKE, _ZERO_DIM) and all(
-                _side_effect_free(a.value, on_new_tensors=True)
-                and _value_shape(a.value, gradients, param, within) == shape
-                for a in assigned):
-            found[name] = value
+        for name, value in pairs(statement):
+            assigned = sorted(bindings.get(name, ()),
+                              key=lambda a: (a[0].lineno, a[0].col_offset))
+            if name in found or name in gradients or not assigned \
+                    or assigned[0][0] is not statement or len(assigned) != stores.get(name) \
+                    or not (any_value or _reads_values_of(value, gradients, param)
+                            or _loaded_names(value) & found.keys()):
+                continue
+            shape = _Shapes(gradients, param, found, state_name, entries).of(value)
+            within = {**found, name: value}
+            if shape in (_LIKE, _ZERO_DIM) and all(
+                    _side_effect_free(v, on_new_tensors=True)
+                    and _Shapes(gradients, param, within, state_name, entries).of(v) == shape
+                    for _, v in assigned):
+                found[name] = value
     return found
 
 
