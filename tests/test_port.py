@@ -1373,6 +1373,24 @@ def test_verify_imports_a_module_of_a_package_with_its_relative_imports(tmp_path
     assert verified["PackagedSGD"].numbers_equal and verified["PackagedSGD"].strict_clean
 
 
+def test_verify_imports_a_module_of_a_package_whose_init_cannot_be_imported(
+        tmp_path: Path):
+    """A package whose `__init__` imports what is not installed (timm's optimizers import
+    the rest of timm): its modules are still imported, with their relative imports."""
+    from cslint.port.verify import verify_port
+
+    package = tmp_path / "optimizers"
+    package.mkdir()
+    (package / "__init__.py").write_text("import a_package_not_installed\n")
+    (package / "_defaults.py").write_text("MOMENTUM = 0.9\n")
+    path = package / "packaged.py"
+    path.write_text(RELATIVE_IMPORT)
+    ported = port_file(str(path), Config())
+    verified = verify_port(str(path), ported.ported, ["PackagedSGD"], steps=8)
+    assert verified["PackagedSGD"].problem is None
+    assert verified["PackagedSGD"].numbers_equal and verified["PackagedSGD"].strict_clean
+
+
 HELPED_ELSEWHERE = '''\
 import torch
 from torch.optim import Optimizer

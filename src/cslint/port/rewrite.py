@@ -1601,6 +1601,11 @@ class _LazyStatePlan:
                       and s.end_lineno < guards[0].lineno
                       and all(isinstance(t, (ast.Name, ast.Tuple)) for t in _targets(s))]
         gradients = _gradient_names(candidates, param, where)
+        # `grad = p.grad` then `if grad.dtype in {torch.float16, ...}: grad = grad.float()`:
+        # its dtype is not always the parameter's, so preinitialize casts the parameter
+        # as step casts the gradient, for what reads its shape, dtype or device.
+        casts = _cast_gradients(candidates, param, param_loop, where, guards[0].lineno)
+        gradients |= casts.keys()
         values = _gradient_values(candidates, gradients, param, param_loop,
                                   max(guard.lineno for guard in guards), state_name)
         # The guards' statements: creations (and option tests around them) only.
@@ -1703,12 +1708,19 @@ class _LazyStatePlan:
         # A gradient only gives the new state its shape, dtype and device: the
         # parameter's are the same.
         renamed: dict[int, str] = dict(self.passed)
+        cast_uses: set[str] = set()  # the cast gradients read: made from the parameter
         for statement in prelude + moved:
-            for name in _shape_only_uses(statement, gradients, param):
-                renamed[id(name)] = param
+            shape_only = _shape_only_uses(statement, gradients, param)
+            for name in shape_only:
+                if isinstance(name, ast.Name) and name.id in casts:
+                    cast_uses.add(name.id)
+                else:
+                    renamed[id(name)] = param
+            kept = {id(name) for name in shape_only}
             if any((isinstance(n, ast.Name) and n.id in gradients
                     or isinstance(n, ast.Attribute) and n.attr == "grad")
-                   and id(n) not in renamed for n in ast.walk(statement)):
+                   and id(n) not in renamed and id(n) not in kept
+                   for n in ast.walk(statement)):
                 return False  # its values (`torch.clone(grad)`): not known before step
 
         text = r.text
@@ -1719,6 +1731,11 @@ class _LazyStatePlan:
                  f"{indent}{unit * 2}for {param} in {r.code(param_loop.iter)}:",
                  f"{indent}{unit * 3}{state_name} = self.state[{param}]"]
         body = unit * 3 + indent
+        for name in sorted(cast_uses):
+            binding, cast_tests = casts[name]
+            lines.append(f"{body}{name} = {param}")
+            for test in cast_tests:
+                lines.extend(_reindented(r, test, body))
         for statement in prelude:
             lines.extend(_reindented(r, statement, body, renamed, param))
         alias = _cstorch_name(r.tree) or "cstorch"
@@ -1804,6 +1821,12 @@ class _LazyStatePlan:
         def local_work(node: ast.stmt) -> bool:
             if isinstance(node, ast.Pass):
                 return True
+            if isinstance(node, ast.FunctionDef):
+                # A helper of the creations (timm's Adafactor: `def _remove_dim(shape,
+                # dim)`), reading neither the state nor the gradient.
+                names.add(node.name)
+                return not node.decorator_list and not _mentions(node, state_name) \
+                    and not _mentions_grad(node) and not _loaded_names(node) & gradients
             if isinstance(node, ast.If):
                 return not _mentions(node.test, state_name) \
                     and not _reads_values_of(node.test, gradients, param) \
@@ -1830,7 +1853,11 @@ class _LazyStatePlan:
         if not local_work(statement) or not names:
             return False
         inside = {id(n) for n in ast.walk(guard)}
+        # Read elsewhere only after being bound again (timm's Adafactor binds `dim_col,
+        # dim_row = factored_dims` in the check and again where step reads them).
         return not any(isinstance(n, ast.Name) and n.id in names and id(n) not in inside
+                       and isinstance(n.ctx, ast.Load)
+                       and not _bound_again_before(step, n, guard.end_lineno)
                        for n in ast.walk(step))
 
     def _loops(self, guards: list[ast.If], step: ast.FunctionDef
@@ -1937,7 +1964,9 @@ class _LazyStatePlan:
         module_names = _module_names(self.r.tree)
         # Names the moved code binds itself (comprehension variables included).
         local = {n.id for s in moved for n in ast.walk(s)
-                 if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+                 if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)} | \
+            {n.arg for s in moved for n in ast.walk(s) if isinstance(n, ast.arg)} | \
+            {n.name for s in moved for n in ast.walk(s) if isinstance(n, ast.FunctionDef)}
         # `self` is preinitialize's too (`dtype=self.momentum_dtype`).
         needed = set().union(*(_loaded_names(s) for s in moved)) - known - module_names \
             - _BUILTINS - local - {"self"}
@@ -2748,6 +2777,26 @@ _ELEMENTWISE = frozenset({
     "clone", "detach", "abs", "abs_", "neg", "neg_", "sign", "sign_", "square", "square_",
     "sqrt", "sqrt_", "mul", "mul_", "add", "add_", "sub", "sub_", "div", "div_", "pow",
     "pow_", "contiguous"})
+
+
+def _bound_again_before(function: ast.AST, read: ast.Name, after: int) -> bool:
+    """Whether a statement after line `after`, earlier in a block that holds `read`,
+    binds its name at its top (`a, b = ...`): it runs before the read on every path."""
+    parents = {id(c): n for n in ast.walk(function) for c in ast.iter_child_nodes(n)}
+    node: ast.AST = read
+    while id(node) in parents:
+        parent = parents[id(node)]
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if not isinstance(block, list) or not any(s is node for s in block):
+                continue
+            for earlier in block[:next(i for i, s in enumerate(block) if s is node)]:
+                if isinstance(earlier, ast.Assign) and earlier.lineno > after and any(
+                        isinstance(t, ast.Name) and t.id == read.id
+                        for target in earlier.targets for t in ast.walk(target)):
+                    return True
+        node = parent
+    return False
 
 
 def _own_nodes(node: ast.AST, loops: bool = True):
@@ -3586,26 +3635,44 @@ def _state_key_written(node: ast.AST) -> str | None:
 
 
 def _recasts_what_it_made(statement: ast.stmt, guard: ast.If, state_name: str) -> bool:
-    """`state["m"] = state["m"].type_as(p_fp32)` in the `else` of a check whose body
-    makes `state["m"] = torch.zeros_like(p_fp32)` (fairseq's fp16 pattern, timm's
-    RAdamLegacy): the state has that tensor's dtype already, so the cast changes nothing
-    once the state is made like it in preinitialize, and goes with the check."""
+    """`state["m"] = state["m"].type_as(p_fp32)` (or `.to(grad)`) in the `else` of a check
+    whose body makes `state["m"] = torch.zeros_like(p_fp32)` (or `torch.zeros(shape).
+    to(grad)`): fairseq's fp16 pattern, timm's RAdamLegacy, Hugging Face's Adafactor.
+    The state has that tensor's dtype and device already, so the cast changes nothing
+    once the state is made like it in preinitialize, and goes with the check. Under
+    tests of options (`if use_first_moment:`), each branch such casts."""
+    if isinstance(statement, ast.If):
+        return not _mentions(statement.test, state_name) and \
+            not _mentions_grad(statement.test) and _side_effect_free(statement.test) and \
+            all(_recasts_what_it_made(s, guard, state_name)
+                for s in statement.body + statement.orelse)
     if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
         return False
     key = _state_key(statement.targets[0], state_name)
     value = statement.value
     if key is None or not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
-                           and value.func.attr == "type_as" and len(value.args) == 1
+                           and value.func.attr in ("type_as", "to") and len(value.args) == 1
                            and not value.keywords and isinstance(value.args[0], ast.Name)
                            and _state_key(value.func.value, state_name) == key):
         return False
     like = value.args[0].id
-    return any(isinstance(made, ast.Assign) and len(made.targets) == 1
-               and _state_key(made.targets[0], state_name) == key
-               and isinstance(made.value, ast.Call) and isinstance(made.value.func, ast.Attribute)
-               and made.value.func.attr == "zeros_like" and made.value.args
-               and isinstance(made.value.args[0], ast.Name) and made.value.args[0].id == like
-               for made in guard.body)
+
+    def made_like(made: ast.expr) -> bool:
+        """`zeros_like(like)` (torch's or a method's), or any tensor `.to(like)`."""
+        if not (isinstance(made, ast.Call) and isinstance(made.func, ast.Attribute)
+                and made.args):
+            return False
+        first = made.args[0]
+        if made.func.attr in ("zeros_like", "ones_like", "full_like"):
+            return isinstance(first, ast.Name) and first.id == like
+        return made.func.attr in ("to", "type_as") and len(made.args) == 1 \
+            and isinstance(first, ast.Name) and first.id == like and not made.keywords
+
+    creations = [made for made in ast.walk(guard) if isinstance(made, ast.Assign)
+                 and made is not statement and len(made.targets) == 1
+                 and _state_key(made.targets[0], state_name) == key
+                 and not any(made is n for s in guard.orelse for n in ast.walk(s))]
+    return bool(creations) and all(made_like(made.value) for made in creations)
 
 
 def _is_step_counter(statement: ast.stmt, state_name: str) -> bool:
@@ -3712,6 +3779,44 @@ _SHAPE_ATTRIBUTES = frozenset({"dtype", "device", "shape", "ndim", "is_complex",
                                "numel", "layout"})
 
 
+def _cast_gradients(candidates: list[ast.stmt], param: str, loop: ast.For,
+                    function: ast.AST, before: int) -> dict[str, tuple[ast.Assign, list[ast.If]]]:
+    """Names bound to the parameter's gradient (`grad = p.grad`, one of `candidates`)
+    and, before line `before`, bound again only by casts to float32 under tests of its
+    own dtype (`if grad.dtype in {torch.float16, torch.bfloat16}: grad = grad.float()`,
+    in the loop's body): each with its binding and those `if`s."""
+    found = {}
+    for statement in candidates:
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)
+                and isinstance(statement.value, ast.Attribute)
+                and statement.value.attr == "grad"
+                and isinstance(statement.value.value, ast.Name)
+                and statement.value.value.id == param):
+            continue
+        name = statement.targets[0].id
+        stores = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name
+                  and not isinstance(n.ctx, ast.Load)]
+        if any(n.lineno > before for n in stores) or len(stores) < 2:
+            continue
+        tests = [s for s in loop.body if isinstance(s, ast.If) and s.lineno < before
+                 and any(isinstance(n, ast.Name) and n.id == name
+                         and not isinstance(n.ctx, ast.Load) for n in ast.walk(s))]
+
+        def is_cast(test: ast.If) -> bool:
+            shape_only = {id(n) for n in _shape_only_uses(test.test, {name}, param)}
+            reads = [n for n in ast.walk(test.test) if isinstance(n, ast.Name) and n.id == name]
+            cast = test.body[0] if len(test.body) == 1 else None
+            return not test.orelse and reads and all(id(n) in shape_only for n in reads) \
+                and isinstance(cast, ast.Assign) and len(cast.targets) == 1 \
+                and isinstance(cast.targets[0], ast.Name) and cast.targets[0].id == name \
+                and ast.unparse(cast.value) in (f"{name}.float()", f"{name}.to(torch.float32)")
+
+        if len(stores) == 1 + len(tests) and all(is_cast(t) for t in tests):
+            found[name] = (statement, tests)
+    return found
+
+
 def _gradient_names(candidates: list[ast.Assign], param: str,
                     function: ast.FunctionDef) -> set[str]:
     """Names bound to the parameter's gradient (`grad = p.grad`) in the loop and never
@@ -3754,6 +3859,10 @@ def _shape_only_uses(statement: ast.AST, gradients: set[str], param: str | None
         elif isinstance(parent, ast.Call) and parent.args and parent.args[0] is node \
                 and isinstance(parent.func, ast.Attribute) and parent.func.attr in _LIKE_CREATIONS:
             found.append(used)
+        elif isinstance(parent, ast.Call) and parent.args == [node] and not parent.keywords \
+                and isinstance(parent.func, ast.Attribute) \
+                and parent.func.attr in ("to", "type_as") and parent.func.value is not node:
+            found.append(used)  # (`x.to(grad)`: its dtype and device)
     return found
 
 

@@ -149,6 +149,20 @@ def _child() -> None:
         if package:
             if root not in sys.path:
                 sys.path.insert(0, root)
+            try:
+                importlib.import_module(package)
+            except Exception:  # noqa: BLE001
+                # Its `__init__` needs what is not here (timm's optimizers import the rest
+                # of timm): the package as a folder of modules, enough for the file's own
+                # relative imports.
+                folder = root
+                for depth, part in enumerate(package.split(".")):
+                    folder = os.path.join(folder, part)
+                    dotted = ".".join(package.split(".")[:depth + 1])
+                    if dotted not in sys.modules:
+                        stub = types.ModuleType(dotted)
+                        stub.__path__ = [folder]
+                        sys.modules[dotted] = stub
             name = f"{package}.{name}"
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
@@ -275,8 +289,11 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
         torch.manual_seed(RNG_SEED)
         ported = ported_cls(_flagged_groups(ported_params, flags) if flags else ported_params,
                             **options)
-        base_lr = float(original.param_groups[0].get("lr", 1e-3))
-        scheduler = _schedule(cstorch, torch, base_lr, steps)(ported, total_iters=steps)
+        base_lr = original.param_groups[0].get("lr", 1e-3)
+        # An optimizer that computes its own step size (Adafactor's `lr=None` with
+        # `relative_step=True`) has no lr to schedule: it runs with none.
+        scheduler = _schedule(cstorch, torch, float(base_lr), steps)(ported, total_iters=steps) \
+            if base_lr is not None else None
     except compliance_error as error:
         return {"problem": f"the port fails with {what}: {_one_line(error)}",
                 "strict_clean": False, "codes": [getattr(error, "code", "")]}
@@ -292,9 +309,10 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
             param.grad = grad.clone()
         for param, grad in zip(ported_params, grads):
             param.grad = grad.clone()
-        lrs = [float(group["lr"]) for group in ported.param_groups]
-        for group, lr in zip(original.param_groups, lrs):
-            group["lr"] = lr
+        if scheduler is not None:
+            lrs = [float(group["lr"]) for group in ported.param_groups]
+            for group, lr in zip(original.param_groups, lrs):
+                group["lr"] = lr
         try:
             torch.manual_seed(RNG_SEED + number)
             original.step()
@@ -310,7 +328,8 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
                     "strict_clean": False, "codes": sorted(codes)}
         except Exception as error:  # noqa: BLE001
             return {"problem": f"the port's step fails with {what}: {_one_line(error)}"}
-        scheduler.step()
+        if scheduler is not None:
+            scheduler.step()
     equal = all(bool(torch.all((p.detach() - o.detach()).abs()
                                <= ATOL + RTOL * o.detach().abs()))
                 for p, o in zip(ported_params, original_params))
