@@ -827,8 +827,6 @@ class _Rewriter:
         entry would always be), nothing reads the entry but what the copy fills, and the
         value is a new tensor or a local nothing changes in place (the entry was that
         tensor)."""
-        from cslint.port.branches import changed_in_place
-
         by_class: dict[int, tuple[ast.ClassDef, list[tuple[ast.Assign, str, str, str]]]] = {}
         for finding in self.coded("CS101"):
             for statement in self.statements_at(finding)[:1]:
@@ -2786,8 +2784,8 @@ def _bound_again_before(function: ast.AST, read: ast.Name, after: int) -> bool:
     node: ast.AST = read
     while id(node) in parents:
         parent = parents[id(node)]
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(parent, name, None)
             if not isinstance(block, list) or not any(s is node for s in block):
                 continue
             for earlier in block[:next(i for i, s in enumerate(block) if s is node)]:
