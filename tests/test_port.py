@@ -1391,6 +1391,54 @@ def test_verify_imports_a_module_of_a_package_whose_init_cannot_be_imported(
     assert verified["PackagedSGD"].numbers_equal and verified["PackagedSGD"].strict_clean
 
 
+NO_DEFAULT_LR = '''\
+import torch
+from torch.optim.optimizer import Optimizer, required
+
+
+class RequiredLrSGD(Optimizer):
+    def __init__(self, params, lr=required, momentum=0.9):
+        super().__init__(params, dict(lr=lr, momentum=momentum))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if "buf" not in state:
+                    state["buf"] = torch.zeros_like(p)
+                state["buf"].mul_(group["momentum"]).add_(p.grad)
+                p.add_(state["buf"], alpha=-group["lr"])
+
+
+class NeedsSteps(Optimizer):
+    def __init__(self, params, total_steps, lr=0.1):
+        self.total_steps = total_steps
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(p.grad, alpha=-group["lr"])
+'''
+
+
+def test_verify_gives_a_learning_rate_to_a_class_with_none_of_its_own(tmp_path: Path):
+    """`lr=required` (torch 1.x's SGD, and what copies it) or an `lr` with no default:
+    verify runs the class with lr=1e-3; another argument with no default stops it."""
+    from cslint.port.verify import verify_port
+
+    path = tmp_path / "required.py"
+    path.write_text(NO_DEFAULT_LR)
+    ported = port_file(str(path), Config())
+    verified = verify_port(str(path), ported.ported, ["RequiredLrSGD", "NeedsSteps"],
+                           steps=8)
+    assert verified["RequiredLrSGD"].problem is None
+    assert verified["RequiredLrSGD"].numbers_equal and verified["RequiredLrSGD"].strict_clean
+    assert verified["NeedsSteps"].problem == "its constructor needs total_steps"
+
+
 HELPED_ELSEWHERE = '''\
 import torch
 from torch.optim import Optimizer

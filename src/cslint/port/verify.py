@@ -191,23 +191,40 @@ def _child() -> None:
     print(json.dumps(results))
 
 
+# The learning rate given to a class that has none of its own (`lr` with no default, or
+# torch's `required`, as torch 1.x's SGD and the optimizers copied from it write it).
+GIVEN_LR = 1e-3
+
+
 def _options(cls) -> list[dict]:
-    """The keyword sets to run: none (the defaults), then each boolean option flipped."""
+    """The keyword sets to run: none (the defaults), then each boolean option flipped;
+    each with the learning rate where the class has no default one."""
     import inspect
 
     signature = inspect.signature(cls.__init__)
-    runs: list[dict] = [{}]
+    given = {"lr": GIVEN_LR} if _needs_lr(signature) else {}
+    runs: list[dict] = [dict(given)]
     for parameter in list(signature.parameters.values())[2:]:
         if isinstance(parameter.default, bool):
-            runs.append({parameter.name: not parameter.default})
+            runs.append({**given, parameter.name: not parameter.default})
     return runs
+
+
+def _needs_lr(signature) -> bool:
+    import inspect
+
+    from torch.optim.optimizer import required
+
+    parameter = signature.parameters.get("lr")
+    return parameter is not None and (parameter.default is inspect.Parameter.empty
+                                      or parameter.default is required)
 
 
 def _required(cls) -> list[str]:
     import inspect
 
     return [p.name for p in list(inspect.signature(cls.__init__).parameters.values())[2:]
-            if p.default is inspect.Parameter.empty
+            if p.default is inspect.Parameter.empty and p.name != "lr"
             and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
@@ -229,9 +246,9 @@ def _compare(original_cls, ported_cls, steps: int) -> dict:
                 "problem": f"its constructor needs {', '.join(required)}"}
     equal, clean, codes = True, True, set()
     not_run: list[str] = []
-    for options in _options(original_cls):
+    for index, options in enumerate(_options(original_cls)):
         outcome = _run_pair(original_cls, ported_cls, options, steps, torch, ComplianceError)
-        if "problem" in outcome and options and outcome.get("original_failed"):
+        if "problem" in outcome and index and outcome.get("original_failed"):
             # An option the original itself cannot run here (timm's `capturable=True`
             # wants a GPU): nothing to compare the port with, and no fault of the port.
             not_run.append(outcome["problem"])
