@@ -1162,9 +1162,10 @@ class _Rewriter:
         ast.copy_location(merged, statement)
         merged.end_lineno, merged.end_col_offset = block[-1].end_lineno, block[-1].end_col_offset
         # The code as the merged `if` reads it, while its selection is made.
-        parents = {id(s): self.parents.get(id(s)) for s in block[at:]}
+        parents = {id(s): self.parents.get(id(s))
+                   for s in [*block[at:], *work, statement.test]}
         self.parents[id(merged)] = parent
-        for inner in merged.body + merged.orelse:
+        for inner in [merged.test, *merged.body, *merged.orelse]:
             self.parents[id(inner)] = merged
         parent.body = block[:at] + [merged]
         try:
