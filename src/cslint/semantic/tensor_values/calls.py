@@ -61,6 +61,12 @@ def _names_bool_dtype(call: ast.Call) -> bool:
                for v in (*call.args, *(k.value for k in call.keywords)))
 
 
+
+# torch.nn.Module's methods that give the module itself back.
+MODULE_RETURNS_ITSELF = frozenset({
+    "to", "cuda", "cpu", "xpu", "float", "half", "double", "bfloat16", "type", "train",
+    "eval", "requires_grad_", "apply", "to_empty", "share_memory"})
+
 class CallEvaluator:
     """One call in traced code: host reads, scalar arguments, data-dependent shapes,
     then the value it gives (following project functions with their arguments)."""
@@ -357,8 +363,9 @@ class CallEvaluator:
 
     def submodule_method(self, module: Marker, name: str) -> Value:
         """`self.block.method(...)`: the project method under the call's arguments; a
-        method of torch.nn's (`model.parameters()`) gives tensors; one of a class we
-        cannot see, nothing known."""
+        method of torch.nn.Module's gives what it gives (`parameters()` tensors,
+        `modules()` modules of classes we cannot see, `to()` the module itself), any
+        other nothing known; so does one of a class we cannot see."""
         ref = module.ref
         if ref is UNSEEN_MODULE_CLASS:
             return None
@@ -366,8 +373,29 @@ class CallEvaluator:
             if isinstance(ref, ClassRef) else None
         if found is None or found.function is None or \
                 self.walker.project.is_machinery(found.owner):
-            return Tensor(True, (ChainStep("`{}` is a module's output", self.node),))
+            return self.module_library_method(module, name)
         return self.run_method(found.function, ref)
+
+    def module_library_method(self, module: Marker, name: str) -> Value:
+        """What a method torch.nn.Module defines gives (None: nothing known)."""
+        if name in MODULE_RETURNS_ITSELF:
+            return module
+        if name in ("parameters", "buffers", "get_parameter", "get_buffer"):
+            return Tensor(True, (ChainStep("`{}` gives a module's parameters", self.node),))
+        if name in ("named_parameters", "named_buffers"):
+            return Container(Sequence((None, Tensor(True, (ChainStep(
+                "`{}` gives a module's parameters", self.node),)))))
+        if name == "state_dict":
+            return Container(Tensor(True, (ChainStep("`{}` holds a module's parameters",
+                                                     self.node),)), mapping=True)
+        unseen = Marker("module", UNSEEN_MODULE_CLASS)
+        if name in ("modules", "children"):
+            return Container(unseen)
+        if name in ("named_modules", "named_children"):
+            return Container(Sequence((None, unseen)))
+        if name == "get_submodule":
+            return unseen
+        return None
 
     def run_method(self, function: FunctionInfo, ref: ClassRef, with_arguments: bool = True
                    ) -> Value:
