@@ -47,6 +47,9 @@ class StatementWalker:
 
     # Statements walked so far: the order of writes and reads within a walk.
     statements_seen = 0
+    # Set by a statement after which the rest of its block cannot run (an `if` the
+    # walker decides whose taken branch returns): `block` stops there.
+    block_ended = False
 
     def block(self, statements: list[ast.stmt]) -> None:
         methods = self._statement_methods
@@ -57,6 +60,9 @@ class StatementWalker:
                 method(self, statement)
             else:
                 self.eval_parts(statement)
+            if self.block_ended:
+                self.block_ended = False
+                return
 
     def eval(self, node: ast.expr | None):
         if node is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from functools import cached_property
 
 from cslint.source import TOO_DEEP, internal_error
@@ -76,6 +77,7 @@ class TensorValueAnalysis:
         self._facts_by_module: dict[int, list[TracedFact]] | None = None
         self._depth = 0
         self._non_tensor_parameters: dict[int, frozenset[str]] = {}
+        self._literal_parameters: dict[int, frozenset[str]] = {}
         self._walked: set[int] = set()  # the nodes of the functions walked: traced code
 
     def non_tensor_parameters(self, function: FunctionInfo) -> frozenset[str]:
@@ -108,6 +110,16 @@ class TensorValueAnalysis:
             if name in annotated:
                 result[index] = None
         return tuple(result) if annotated else bindings
+
+    def literal_parameters(self, function: FunctionInfo) -> frozenset[str]:
+        """The parameters `function` tests alone against constants (`if output_type ==
+        "np":`, `if flag:`) and never binds again: a literal a call gives one decides
+        the test (`FunctionWalker._literal_test`). Most functions have none, and their
+        summaries stay one per argument values."""
+        found = self._literal_parameters.get(function.key)
+        if found is None:
+            found = self._literal_parameters[function.key] = _tested_parameters(function.node)
+        return found
 
     def walked(self, function: FunctionInfo) -> bool:
         """Whether traced code runs `function`: the analysis walked it from an entry point."""
@@ -169,17 +181,19 @@ class TensorValueAnalysis:
     # ---- summaries ----------------------------------------------------------------------
 
     def summary(self, function: FunctionInfo, ref: ClassRef | None, bindings: tuple,
-                closure: dict | None = None) -> Value:
-        """Analyse `function` under these argument values; its return value."""
+                closure: dict | None = None, literals: tuple = ()) -> Value:
+        """Analyse `function` under these argument values (and the literals the call
+        gives the parameters it tests: `literal_parameters`); its return value."""
         if self.is_host_function(function):
             return None  # step closures run on the host with real values
         bindings = self._declared(function, bindings)
         signature = tuple(value_signature(b) for b in bindings)
         closure_id = id(closure) if closure else None
-        key = (id(function), id(ref), signature, closure_id)
+        key = (id(function), id(ref), signature, closure_id, literals)
         # A summary that never looked at the class (no `self.x`, no MRO lookup) holds for
         # every class that inherits the function.
-        class_free_key = (id(function), tuple(without_class(s) for s in signature), closure_id)
+        class_free_key = (id(function), tuple(without_class(s) for s in signature), closure_id,
+                          literals)
         found = self._summaries.get(key)
         if found is not None:
             self.note_class_use(self._class_dependent[key])
@@ -188,7 +202,8 @@ class TensorValueAnalysis:
         if found is None:
             if key in self._in_progress or self._depth >= MAX_CALL_DEPTH:
                 return None  # recursion: assume nothing
-            found = self._computed(key, class_free_key, function, ref, bindings, closure)
+            found = self._computed(key, class_free_key, function, ref, bindings, closure,
+                                   literals)
         if not found.per_call:
             return found.returned
         chains = argument_chains(bindings)
@@ -198,7 +213,8 @@ class TensorValueAnalysis:
         return filled(found.returned, owner, chains)
 
     def _computed(self, key: tuple, class_free_key: tuple, function: FunctionInfo,
-                  ref: ClassRef | None, bindings: tuple, closure: dict | None) -> _Summary:
+                  ref: ClassRef | None, bindings: tuple, closure: dict | None,
+                  literals: tuple) -> _Summary:
         owner = object()
         open_facts: list[TracedFact] = []
         self._in_progress.add(key)
@@ -208,7 +224,8 @@ class TensorValueAnalysis:
         self._open.append((owner, open_facts))
         try:
             walker = FunctionWalker(self, function, ref,
-                                    with_argument_placeholders(bindings, owner), closure)
+                                    with_argument_placeholders(bindings, owner), closure,
+                                    literals)
             walker.run()
             result = walker.returned
         finally:
@@ -252,3 +269,25 @@ class TensorValueAnalysis:
 
 
 
+
+
+def _tested_parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """Parameters of `node` that an `if` or conditional expression of its own tests alone
+    (`literal_outcome` reads the test) and that nothing in it binds again."""
+    arguments = node.args
+    names = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    stored, tested = set(), set()
+    for child in ast.walk(node):
+        kind = child.__class__
+        if kind is ast.Name:
+            if child.ctx.__class__ is not ast.Load:
+                stored.add(child.id)
+        elif kind is ast.If or kind is ast.IfExp:
+            test = child.test
+            while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test = test.operand
+            operands = [test] if isinstance(test, ast.Name) else \
+                [test.left, *test.comparators] if isinstance(test, ast.Compare) \
+                and len(test.ops) == 1 else []
+            tested.update(o.id for o in operands if isinstance(o, ast.Name))
+    return frozenset(tested & names - stored)

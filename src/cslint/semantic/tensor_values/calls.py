@@ -62,6 +62,9 @@ def _names_bool_dtype(call: ast.Call) -> bool:
 
 
 
+# Literals a call can give a parameter and a test can compare, by Python's own rules.
+LITERAL_TYPES = (str, bytes, int, float, bool, type(None))
+
 # torch.nn.Module's methods that give the module itself back.
 MODULE_RETURNS_ITSELF = frozenset({
     "to", "cuda", "cpu", "xpu", "float", "half", "double", "bfloat16", "type", "train",
@@ -308,8 +311,44 @@ class CallEvaluator:
         for function, ref, closure, bound in callee.targets:
             bindings = self.bindings(function, bound, ref)
             result = join(result, walker.analysis.summary(function, ref or walker.ref, bindings,
-                                                           closure))
+                                                           closure, self.literals(function, bound)))
         return result
+
+    def literals(self, function: FunctionInfo, bound: bool) -> tuple:
+        """The literals this call gives the parameters `function` tests alone
+        (`TensorValueAnalysis.literal_parameters`): a constant argument, or the
+        parameter's constant default where the call passes none; sorted by name."""
+        node, arguments = self.node, function.node.args
+        # (Most calls give no literal: then the function's tests are not read.)
+        if not any(isinstance(e, ast.Constant) for e in (
+                *node.args, *(k.value for k in node.keywords), *arguments.defaults,
+                *arguments.kw_defaults)):
+            return ()
+        tested = self.walker.analysis.literal_parameters(function)
+        if not tested:
+            return ()
+        if any(isinstance(a, ast.Starred) for a in node.args) or \
+                any(k.arg is None for k in node.keywords):
+            return ()  # (`*args`, `**kwargs`: which parameter gets what is not known)
+        positional = [*arguments.posonlyargs, *arguments.args]
+        offset = 1 if (bound and function.kind != "staticmethod") or \
+            function.kind == "classmethod" else 0
+        given: dict[str, ast.expr] = {}
+        for parameter, argument in zip(positional[offset:], node.args):
+            given[parameter.arg] = argument
+        given.update((k.arg, k.value) for k in node.keywords)
+        defaults = dict(zip([a.arg for a in positional[len(positional)
+                                                       - len(arguments.defaults):]],
+                            arguments.defaults))
+        defaults.update((a.arg, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)
+                        if d is not None)
+        found = []
+        for name in sorted(tested):
+            expression = given.get(name, defaults.get(name))
+            if isinstance(expression, ast.Constant) and \
+                    isinstance(expression.value, LITERAL_TYPES):
+                found.append((name, expression.value))
+        return tuple(found)
 
     def bindings(self, function: FunctionInfo, bound: bool, ref: ClassRef | None) -> tuple:
         """Argument values by parameter: positional ones, then keyword-only ones."""

@@ -35,8 +35,12 @@ class FunctionWalker(StatementWalker):
     """One function under one set of argument values."""
 
     def __init__(self, analysis: TensorValueAnalysis, function: FunctionInfo,
-                 ref: ClassRef | None, bindings: tuple, closure: dict | None):
+                 ref: ClassRef | None, bindings: tuple, closure: dict | None,
+                 literals: tuple = ()):
         self.analysis = analysis
+        # Parameters the call gives a literal (`output_type="np"`, or its default), which
+        # the function tests and never binds again: tests of them decide their branch.
+        self.literals: dict[str, object] = dict(literals)
         self.project = analysis.project
         self.function = function
         self.module = function.module
@@ -105,6 +109,14 @@ class FunctionWalker(StatementWalker):
             self.env[node.target.id] = join(current, combined) if combined else current
 
     def statement_If(self, node: ast.If) -> None:
+        decided = self._literal_test(node.test)
+        if decided is not None:
+            # `if output_type == "np":` given "np": only that branch runs, and where it
+            # returns, nothing after it in the block does.
+            taken = node.body if decided else node.orelse
+            self.block(taken)
+            self.block_ended = _always_leaves(taken)
+            return
         self.test(node.test, Condition.IF)
         not_in_body, not_in_else = _not_tensors(node.test)
         dead = self._dead_branch(not_in_body, not_in_else)
@@ -464,6 +476,9 @@ class FunctionWalker(StatementWalker):
         return result.changed(boolean=True) if result is not None else None
 
     def eval_IfExp(self, node: ast.IfExp) -> Value:
+        decided = self._literal_test(node.test)
+        if decided is not None:
+            return self.eval(node.body if decided else node.orelse)
         self.truth(node.test)
         not_in_body, not_in_else = _not_tensors(node.test)
         dead = self._dead_branch(not_in_body, not_in_else)
@@ -472,6 +487,13 @@ class FunctionWalker(StatementWalker):
                 else self._narrowed_eval(node.body, not_in_body)
         return join(self._narrowed_eval(node.body, not_in_body),
                     self._narrowed_eval(node.orelse, not_in_else))
+
+    def _literal_test(self, test: ast.expr) -> bool | None:
+        """The outcome of a test of a literal parameter alone (`mode == "np"`, `mode is
+        None`, `flag`, `not flag`); None for any other test."""
+        if not self.literals:
+            return None
+        return literal_outcome(test, self.literals)
 
     def _dead_branch(self, not_in_body: set[str], not_in_else: set[str]) -> str | None:
         """"body" or "else": the branch of a test that a device tensor in the
@@ -653,3 +675,50 @@ def _not_tensors(test: ast.expr) -> tuple[set[str], set[str]]:
 def _bound_names(body: list[ast.stmt]) -> set[str]:
     return {node.id for statement in body for node in ast.walk(statement)
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+
+
+def literal_outcome(test: ast.expr, literals: dict[str, object]) -> bool | None:
+    """What `test` gives when the names in `literals` hold those values: a comparison of
+    one of them with a constant (`==`, `!=`, `is`, `is not`, `in`/`not in` a tuple of
+    constants), the name itself or `not` it; None for any other test."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = literal_outcome(test.operand, literals)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Name):
+        return bool(literals[test.id]) if test.id in literals else None
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if isinstance(right, ast.Name) and right.id in literals and \
+            isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)):
+        left, right = right, left
+    if not (isinstance(left, ast.Name) and left.id in literals):
+        return None
+    value = literals[left.id]
+    if isinstance(right, (ast.Tuple, ast.List, ast.Set)) and isinstance(op, (ast.In, ast.NotIn)):
+        if not all(isinstance(e, ast.Constant) for e in right.elts):
+            return None
+        found = any(type(value) is type(e.value) and value == e.value for e in right.elts)
+        return found if isinstance(op, ast.In) else not found
+    if not isinstance(right, ast.Constant):
+        return None
+    constant = right.value
+    if isinstance(op, ast.Is):
+        return value is constant if constant is None or isinstance(constant, bool) else None
+    if isinstance(op, ast.IsNot):
+        return value is not constant if constant is None or isinstance(constant, bool) \
+            else None
+    if isinstance(op, (ast.Eq, ast.NotEq)):
+        equal = value == constant
+        return equal if isinstance(op, ast.Eq) else not equal
+    return None
+
+
+def _always_leaves(statements: list[ast.stmt]) -> bool:
+    """Whether running `statements` always ends in a `return` or `raise` of theirs."""
+    if not statements:
+        return False
+    last = statements[-1]
+    if isinstance(last, (ast.Return, ast.Raise)):
+        return True
+    return isinstance(last, ast.If) and _always_leaves(last.body) and _always_leaves(last.orelse)
