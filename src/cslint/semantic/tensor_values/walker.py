@@ -14,7 +14,7 @@ from cslint.semantic.tensor_values.facts import (
     ValueDependentShape,
 )
 from cslint.semantic.tensor_values.values import (
-    DEVICE, ChainStep, Container, Function, Marker, Sequence, Tensor, Value,
+    DEVICE, UNSEEN_MODULE_CLASS, ChainStep, Container, Function, Marker, Sequence, Tensor, Value,
     collection_operation, combine, element_of, entry_of, is_collection, is_device, join,
     merged_into, sliced, source_step, stored_into,
 )
@@ -326,6 +326,17 @@ class FunctionWalker(StatementWalker):
                 return value
             if kind == "module_self" and attr == "training":
                 return None
+        if kind == "module":
+            ref = base.ref
+            if ref is None and attr in ("weight", "bias"):
+                # A torch.nn layer's parameters (`self.embedding.weight`).
+                return Tensor(True, (ChainStep("`{}` is a parameter of a torch.nn layer",
+                                               node),))
+            if isinstance(ref, ClassRef) and ref is not UNSEEN_MODULE_CLASS:
+                # A project submodule's attribute, as its own methods see it.
+                value = self.analysis.attributes_of(ref).get(attr)
+                if isinstance(value, Tensor):
+                    return value
         return None
 
     def eval_Subscript(self, node: ast.Subscript) -> Value:
