@@ -26,7 +26,8 @@ DEVICE_FUNCTIONS = frozenset({"cerebras.pytorch.current_torch_device"})
 METADATA_ATTRIBUTES = frozenset({
     "shape", "dtype", "device", "ndim", "is_sparse", "is_cuda", "is_meta", "requires_grad",
     "is_leaf", "layout", "names", "is_quantized", "is_mkldnn", "is_nested", "itemsize",
-    "nbytes", "grad_fn", "is_cpu",
+    "nbytes", "grad_fn", "is_cpu", "is_mps", "is_xpu", "is_ipu", "is_hpu", "is_mtia",
+    "is_vulkan", "is_xla", "is_sparse_csr",
     # A DTensor's layout over its mesh (`p.placements`, `p.device_mesh`): Python objects.
     "placements", "device_mesh",
 })

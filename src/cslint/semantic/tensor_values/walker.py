@@ -123,11 +123,12 @@ class FunctionWalker(StatementWalker):
         if dead is not None:
             # `if isinstance(t, torch.Tensor):` of a device tensor: only the branch a
             # tensor takes runs (what the other does to values computed from `t` is of
-            # Python numbers).
-            if dead == "body":
-                self._narrowed_block(node.orelse, not_in_else)
-            else:
-                self._narrowed_block(node.body, not_in_body)
+            # Python numbers), and where it returns, nothing after it in the block does
+            # (torchvision's `if isinstance(img, torch.Tensor): return ...` before the PIL
+            # code).
+            taken = node.orelse if dead == "body" else node.body
+            self._narrowed_block(taken, not_in_else if dead == "body" else not_in_body)
+            self.block_ended = _always_leaves(taken)
             return
         before = dict(self.env)
         self._narrowed_block(node.body, not_in_body)
