@@ -183,9 +183,8 @@ class FunctionWalker(StatementWalker):
             self.returned = join(self.returned, self.eval(node.value))
 
     def statement_Assert(self, node: ast.Assert) -> None:
+        # The message is built only where the assertion fails: the step stops anyway.
         self.test(node.test, Condition.EXPRESSION)
-        if node.msg is not None:
-            self.eval(node.msg)
 
     def statement_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         info = FunctionInfo(node.name, f"{self.function.qualname}.<locals>.{node.name}", node,
@@ -197,8 +196,8 @@ class FunctionWalker(StatementWalker):
     statement_AsyncFunctionDef = statement_FunctionDef
 
     def statement_Raise(self, node: ast.Raise) -> None:
-        if node.exc is not None:
-            self.eval(node.exc)
+        """The exception is built only on the way out of a step that fails anyway: what
+        its message reads (`f"{x} must be ..."`) is not reported."""
 
     def loop_iterable(self, node: ast.expr) -> Value:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
