@@ -41,6 +41,10 @@ class FunctionWalker(StatementWalker):
         # Parameters the call gives a literal (`output_type="np"`, or its default), which
         # the function tests and never binds again: tests of them decide their branch.
         self.literals: dict[str, object] = dict(literals)
+        # `x = a if flag else b` with `flag` a name: x's value on each side of `flag`, by
+        # x (read again under `if flag:`, roi_align's `roi_bin_grid_h`).
+        self.conditioned: dict[str, tuple[str, Value, Value]] = {}
+        self._last_choice: tuple | None = None  # the last conditional expression's sides
         self.project = analysis.project
         self.function = function
         self.module = function.module
@@ -91,6 +95,12 @@ class FunctionWalker(StatementWalker):
         value = self.eval(node.value)
         for target in node.targets:
             self.assign(target, value, node.value)
+        choice = self._last_choice
+        if choice is not None and choice[0] is node.value and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value.test, ast.Name) \
+                and node.value.test.id != node.targets[0].id:
+            self.conditioned[node.targets[0].id] = (node.value.test.id, choice[1], choice[2])
 
     def statement_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
@@ -107,6 +117,8 @@ class FunctionWalker(StatementWalker):
                                                        node.target, node.value))
         if isinstance(node.target, ast.Name):
             self.env[node.target.id] = join(current, combined) if combined else current
+            if self.conditioned:
+                self._forget_conditions(node.target.id)
 
     def statement_If(self, node: ast.If) -> None:
         decided = self._literal_test(node.test)
@@ -130,10 +142,13 @@ class FunctionWalker(StatementWalker):
             self._narrowed_block(taken, not_in_else if dead == "body" else not_in_body)
             self.block_ended = _always_leaves(taken)
             return
+        sides = self._conditioned_sides(node.test)
         before = dict(self.env)
+        self.env.update(sides[0])
         self._narrowed_block(node.body, not_in_body)
         after_body = self.env
         self.env = before
+        self.env.update(sides[1])
         self._narrowed_block(node.orelse, not_in_else)
         self.env = join_envs(after_body, self.env, join)
 
@@ -151,7 +166,15 @@ class FunctionWalker(StatementWalker):
                 if name not in bound:
                     self.env[name] = value
 
+    def _forget_in_loop(self, body: list[ast.stmt]) -> None:
+        """A loop's body walked once stands for every turn: what it binds again does not
+        hold what a flag chose before it."""
+        if self.conditioned:
+            for name in _bound_names(body):
+                self._forget_conditions(name)
+
     def statement_While(self, node: ast.While) -> None:
+        self._forget_in_loop(node.body)
         self.test(node.test, Condition.WHILE)
         before = dict(self.env)
         self.block(node.body)
@@ -160,6 +183,7 @@ class FunctionWalker(StatementWalker):
         self.block(node.orelse)
 
     def statement_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self._forget_in_loop(node.body)
         iterable = self.loop_iterable(node.iter)
         self.assign(node.target, element_of(iterable), node.iter)
         before = dict(self.env)
@@ -216,6 +240,8 @@ class FunctionWalker(StatementWalker):
                                               *value.why)[:4], value.scheduled, value.boolean,
                                value.grouped)
             self.env[target.id] = value
+            if self.conditioned:
+                self._forget_conditions(target.id)
         elif isinstance(target, (ast.Tuple, ast.List)):
             starred = next((i for i, e in enumerate(target.elts)
                             if isinstance(e, ast.Starred)), None)
@@ -496,8 +522,31 @@ class FunctionWalker(StatementWalker):
         if dead is not None:  # (as in `statement_If`)
             return self._narrowed_eval(node.orelse, not_in_else) if dead == "body" \
                 else self._narrowed_eval(node.body, not_in_body)
-        return join(self._narrowed_eval(node.body, not_in_body),
-                    self._narrowed_eval(node.orelse, not_in_else))
+        taken = self._narrowed_eval(node.body, not_in_body)
+        other = self._narrowed_eval(node.orelse, not_in_else)
+        self._last_choice = (node, taken, other)
+        return join(taken, other)
+
+    def _conditioned_sides(self, test: ast.expr) -> tuple[dict, dict]:
+        """For `if flag:` (or `if not flag:`): the values the names chosen by `flag` hold
+        in the body and in the `else` (`x = a if flag else b`: a, then b)."""
+        if not self.conditioned:
+            return {}, {}
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        name = test.operand if negated else test
+        if not isinstance(name, ast.Name):
+            return {}, {}
+        true_side = {x: side for x, (flag, side, _) in self.conditioned.items()
+                     if flag == name.id}
+        false_side = {x: side for x, (flag, _, side) in self.conditioned.items()
+                      if flag == name.id}
+        return (false_side, true_side) if negated else (true_side, false_side)
+
+    def _forget_conditions(self, name: str) -> None:
+        """`name` bound again: what was chosen by it, or as it, holds no more."""
+        for chosen, (flag, _, _) in list(self.conditioned.items()):
+            if chosen == name or flag == name:
+                del self.conditioned[chosen]
 
     def _literal_test(self, test: ast.expr) -> bool | None:
         """The outcome of a test of a literal parameter alone (`mode == "np"`, `mode is
