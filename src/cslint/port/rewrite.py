@@ -827,7 +827,7 @@ class _Rewriter:
         entry would always be), nothing reads the entry but what the copy fills, and the
         value is a new tensor or a local nothing changes in place (the entry was that
         tensor)."""
-        by_class: dict[int, tuple[ast.ClassDef, list[tuple[ast.Assign, str, str, str]]]] = {}
+        by_class: dict[int, tuple[ast.ClassDef, list[tuple[ast.Assign, str, str]]]] = {}
         for finding in self.coded("CS101"):
             for statement in self.statements_at(finding)[:1]:
                 found = self._written_each_step(statement)
@@ -849,15 +849,11 @@ class _Rewriter:
                 depth = self.indent_of(last[0].body[0])
             else:
                 param, state, depth = "p", "self.state[p]", indent + unit * 3
-            lines = []
-            made: set[str] = set()
-            for statement, key, shape, quoted in written:
-                if key in made:
-                    continue
-                made.add(key)
-                creation = f"{alias}.zeros_like({param})" if shape == _LIKE else \
-                    f"{alias}.zeros((), dtype={param}.dtype)"
-                lines.append(f"{depth}{state}[{quoted}] = {creation}")
+            # (One statement a key: `_written_each_step` takes no key written twice.)
+            lines = [f"{depth}{state}[{quoted}] = "
+                     + (f"{alias}.zeros_like({param})" if shape == _LIKE
+                        else f"{alias}.zeros((), dtype={param}.dtype)")
+                     for _, shape, quoted in written]
             if last is not None:
                 if last[0].end_lineno >= len(self.source.lines):
                     continue
@@ -873,11 +869,11 @@ class _Rewriter:
             edits.append(edit)
             edits.extend(Edit(*self.span(statement),
                               self._copied_into(statement, statement.targets[0]))
-                         for statement, _, _, _ in written)
+                         for statement, _, _ in written)
         return edits
 
     def _written_each_step(self, statement: ast.stmt):
-        """(class, statement, key, shape, the key as written) for `state["k"] = value` as
+        """(class, statement, shape, the key as written) for `state["k"] = value` as
         `written_state_edits` takes it; None otherwise."""
         from cslint.port.branches import changed_in_place
 
@@ -901,8 +897,8 @@ class _Rewriter:
         param = loop.target.id
         bound = [s for s in loop.body if isinstance(s, ast.Assign) and len(s.targets) == 1
                  and isinstance(s.targets[0], ast.Name) and s.targets[0].id == state_name]
-        if len(bound) != 1 or self.code(bound[0].value).replace(" ", "") != \
-                f"self.state[{param}]" or bound[0].lineno > statement.lineno:
+        if len(bound) != 1 or _state_binding(bound[0], param) != state_name or \
+                bound[0].lineno > statement.lineno:
             return None
         # A test of the state above it: the lazy-initialisation rewrite's to do.
         if any(isinstance(a, ast.If) and _mentions(a.test, state_name)
@@ -936,7 +932,7 @@ class _Rewriter:
         shape = _Shapes(gradients, param, values, state_name, entries).of(value)
         if shape not in (_LIKE, _ZERO_DIM):
             return None
-        return owner, statement, key, shape, self.code(target.slice)
+        return owner, statement, shape, self.code(target.slice)
 
     def _copied_into(self, statement: ast.Assign, target: ast.expr) -> str:
         """`target.copy_(<the statement's value>)`; past `_LINE_LENGTH`, the value on a
@@ -2079,6 +2075,7 @@ class _FirstStep:
         # The check's `else`, which updates the state in place on the other steps: it runs
         # on every step, before the first step's values are taken.
         self.updates: list[ast.stmt] = []
+        self.aliases: dict[str, str] = {}  # the `else`'s locals bound to entries, by name
         # The option `if` in the check that holds the creations (`if group["ema"]: m =
         # grad.clone(); state["m"] = m`), whose test joins `options`; None: at the top.
         self.nested: ast.If | None = None
@@ -2110,17 +2107,15 @@ class _FirstStep:
             if root is None or not (isinstance(root, ast.Name) and root.id in aliases
                                     or _state_key(root, self.state_name) in self.keys):
                 return False
-        self.updates = orelse
+        self.updates, self.aliases = orelse, aliases
         return True
 
     def settled(self, function: ast.AST) -> bool:
         """Whether each local the check binds to first values (`buf = grad.clone()`;
         `state["k"] = buf`) is read only inside it, or bound by the `else` to the same
         entry (`buf = state["k"]`): then it is that entry either way after the check."""
-        rebound = {statement.targets[0].id: _state_key(statement.value, self.state_name)
-                   for statement in self.updates if isinstance(statement, ast.Assign)}
         inside = {id(n) for n in ast.walk(self.guard)}
-        return all(rebound.get(local) == key or not any(
+        return all(self.aliases.get(local) == key or not any(
             isinstance(n, ast.Name) and n.id == local and id(n) not in inside
             for n in ast.walk(function)) for local, key in self.locals.items())
 
@@ -2192,12 +2187,11 @@ class _FirstStep:
                    if isinstance(n, ast.Subscript) and _state_key(n, state) in self.keys}
         # A local the `else` binds to the entry again (`buf = state["k"] = grad.clone()`
         # with `else: buf = state["k"]`) is left out of the first values' assignment.
-        rebound = {t.id for u in self.updates if isinstance(u, ast.Assign)
-                   for t in u.targets if isinstance(t, ast.Name)}
         dropped = "\x00"
         renamed.update((id(t), dropped) for statement in self.statements
                        if _seeded_target(statement, state) is not None
-                       for t in statement.targets if isinstance(t, ast.Name) and t.id in rebound)
+                       for t in statement.targets
+                       if isinstance(t, ast.Name) and t.id in self.aliases)
         for statement in self.statements:
             lines.extend(re.sub(dropped + r"\s*=\s*", "", line)
                          for line in _reindented(r, statement, depth, renamed))
@@ -2332,16 +2326,24 @@ def _number_either_way(choice: ast.IfExp) -> float | None:
     return None
 
 
+def _state_binding(statement: ast.AST, param: str | None = None) -> str | None:
+    """The name `state = self.state[p]` binds: with `param`, the state of that parameter
+    of the optimizer itself; without, any object's `x.state[...]`."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+            and isinstance(statement.value, ast.Subscript)
+            and isinstance(statement.value.value, ast.Attribute)
+            and statement.value.value.attr == "state"):
+        return None
+    if param is not None and ast.unparse(statement.value) != f"self.state[{param}]":
+        return None
+    return statement.targets[0].id
+
+
 def _state_name_in(function: ast.AST) -> str | None:
     """The name `function` binds the state of a parameter to (`state = self.state[p]`)."""
-    for node in ast.walk(function):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name) \
-                and isinstance(node.value, ast.Subscript) \
-                and isinstance(node.value.value, ast.Attribute) \
-                and node.value.value.attr == "state":
-            return node.targets[0].id
-    return None
+    return next((name for node in ast.walk(function)
+                 if (name := _state_binding(node)) is not None), None)
 
 
 def _parameter_loop_at_end(setup: ast.FunctionDef | None) -> tuple[ast.For, str] | None:
@@ -2357,12 +2359,9 @@ def _parameter_loop_at_end(setup: ast.FunctionDef | None) -> tuple[ast.For, str]
             and ast.unparse(outer.iter) == "self.param_groups"
             and ast.unparse(inner.iter) == f"{outer.target.id}['params']"):
         return None
-    for statement in inner.body:
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
-                and isinstance(statement.targets[0], ast.Name) \
-                and ast.unparse(statement.value) == f"self.state[{inner.target.id}]":
-            return inner, statement.targets[0].id
-    return None
+    state = next((name for statement in inner.body
+                  if (name := _state_binding(statement, inner.target.id)) is not None), None)
+    return (inner, state) if state is not None else None
 
 
 def _entry_shapes(setup: ast.FunctionDef | None) -> dict[str, str]:

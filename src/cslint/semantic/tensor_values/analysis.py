@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 from functools import cached_property
 
 from cslint.source import TOO_DEEP, internal_error
@@ -20,7 +19,7 @@ from cslint.semantic.tensor_values.values import (
     DEVICE, ArgumentChain, Tensor, Value, argument_chains, filled, filled_chain,
     holds_placeholder, value_signature, with_argument_placeholders, without_class,
 )
-from cslint.semantic.tensor_values.walker import FunctionWalker
+from cslint.semantic.tensor_values.walker import FunctionWalker, literal_parameters_of
 
 MAX_CALL_DEPTH = 24
 # Source characters of definitions parsed alone after which, between two entry points,
@@ -118,7 +117,8 @@ class TensorValueAnalysis:
         summaries stay one per argument values."""
         found = self._literal_parameters.get(function.key)
         if found is None:
-            found = self._literal_parameters[function.key] = _tested_parameters(function.node)
+            found = literal_parameters_of(function.node)
+            self._literal_parameters[function.key] = found
         return found
 
     def walked(self, function: FunctionInfo) -> bool:
@@ -266,28 +266,3 @@ class TensorValueAnalysis:
     def global_step_anywhere(self) -> bool:
         """Whether any optimizer class of the project has cstorch's global step."""
         return self.class_attributes.global_step_anywhere
-
-
-
-
-
-def _tested_parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
-    """Parameters of `node` that an `if` or conditional expression of its own tests alone
-    (`literal_outcome` reads the test) and that nothing in it binds again."""
-    arguments = node.args
-    names = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
-    stored, tested = set(), set()
-    for child in ast.walk(node):
-        kind = child.__class__
-        if kind is ast.Name:
-            if child.ctx.__class__ is not ast.Load:
-                stored.add(child.id)
-        elif kind is ast.If or kind is ast.IfExp:
-            test = child.test
-            while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-                test = test.operand
-            operands = [test] if isinstance(test, ast.Name) else \
-                [test.left, *test.comparators] if isinstance(test, ast.Compare) \
-                and len(test.ops) == 1 else []
-            tested.update(o.id for o in operands if isinstance(o, ast.Name))
-    return frozenset(tested & names - stored)

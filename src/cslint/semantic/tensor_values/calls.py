@@ -24,6 +24,13 @@ if TYPE_CHECKING:
     from cslint.semantic.tensor_values.walker import FunctionWalker
 
 
+def _first_argument(function: FunctionInfo, bound: bool) -> int:
+    """The position of the parameter a call's first argument goes to: 1 past the `self`
+    of a method called bound (or the `cls` of a classmethod), else 0."""
+    return 1 if (bound and function.kind != "staticmethod") or \
+        function.kind == "classmethod" else 0
+
+
 def is_torch_library(qualified: str | None) -> bool:
     """torch's ops and utilities, as opposed to Python code of torch.optim that a
     project (torch's own source included) may define and we analyse."""
@@ -61,7 +68,6 @@ def _names_bool_dtype(call: ast.Call) -> bool:
                for v in (*call.args, *(k.value for k in call.keywords)))
 
 
-
 # Literals a call can give a parameter and a test can compare, by Python's own rules.
 LITERAL_TYPES = (str, bytes, int, float, bool, type(None))
 
@@ -69,6 +75,7 @@ LITERAL_TYPES = (str, bytes, int, float, bool, type(None))
 MODULE_RETURNS_ITSELF = frozenset({
     "to", "cuda", "cpu", "xpu", "float", "half", "double", "bfloat16", "type", "train",
     "eval", "requires_grad_", "apply", "to_empty", "share_memory"})
+
 
 class CallEvaluator:
     """One call in traced code: host reads, scalar arguments, data-dependent shapes,
@@ -310,8 +317,9 @@ class CallEvaluator:
         result = None
         for function, ref, closure, bound in callee.targets:
             bindings = self.bindings(function, bound, ref)
+            literals = self.literals(function, bound)
             result = join(result, walker.analysis.summary(function, ref or walker.ref, bindings,
-                                                           closure, self.literals(function, bound)))
+                                                           closure, literals))
         return result
 
     def literals(self, function: FunctionInfo, bound: bool) -> tuple:
@@ -331,10 +339,9 @@ class CallEvaluator:
                 any(k.arg is None for k in node.keywords):
             return ()  # (`*args`, `**kwargs`: which parameter gets what is not known)
         positional = [*arguments.posonlyargs, *arguments.args]
-        offset = 1 if (bound and function.kind != "staticmethod") or \
-            function.kind == "classmethod" else 0
         given: dict[str, ast.expr] = {}
-        for parameter, argument in zip(positional[offset:], node.args):
+        for parameter, argument in zip(positional[_first_argument(function, bound):],
+                                       node.args):
             given[parameter.arg] = argument
         given.update((k.arg, k.value) for k in node.keywords)
         defaults = dict(zip([a.arg for a in positional[len(positional)
@@ -354,13 +361,9 @@ class CallEvaluator:
         """Argument values by parameter: positional ones, then keyword-only ones."""
         names = function.parameter_names
         values: list[Value] = [None] * len(names)
-        offset = 0
-        if function.kind == "staticmethod":
-            bound = False
-        if bound or function.kind == "classmethod":
-            if names:
-                values[0] = self.self_value(ref)
-            offset = 1
+        offset = _first_argument(function, bound)
+        if offset and names:
+            values[0] = self.self_value(ref)
         for i, value in enumerate(self.args):
             if isinstance(self.node.args[i], ast.Starred):
                 break

@@ -774,6 +774,28 @@ def literal_outcome(test: ast.expr, literals: dict[str, object]) -> bool | None:
     return None
 
 
+def literal_parameters_of(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """Parameters of `node` that an `if` or conditional expression of its own tests alone
+    (as `literal_outcome` reads the test) and that nothing in it binds again."""
+    arguments = node.args
+    names = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    stored, tested = set(), set()
+    for child in ast.walk(node):
+        kind = child.__class__
+        if kind is ast.Name:
+            if child.ctx.__class__ is not ast.Load:
+                stored.add(child.id)
+        elif kind is ast.If or kind is ast.IfExp:
+            test = child.test
+            while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test = test.operand
+            operands = [test] if isinstance(test, ast.Name) else \
+                [test.left, *test.comparators] if isinstance(test, ast.Compare) \
+                and len(test.ops) == 1 else []
+            tested.update(o.id for o in operands if isinstance(o, ast.Name))
+    return frozenset(tested & names - stored)
+
+
 def _always_leaves(statements: list[ast.stmt]) -> bool:
     """Whether running `statements` always ends in a `return` or `raise` of theirs."""
     if not statements:
