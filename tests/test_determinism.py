@@ -111,7 +111,7 @@ def test_a_shared_helper_explains_each_caller_by_its_own_argument(tmp_path):
 def test_with_no_jobs_asked_for_a_small_run_shares_nothing(fixtures_project, monkeypatch):
     """The default (the CPUs) forks workers only for a run of enough files to pay for
     them; a number asked for is used as it is, to read the files and to check them."""
-    from cslint import engine, parallel
+    from cslint import checking, engine, parallel
     from cslint.config import Config
 
     shared = []
@@ -124,10 +124,10 @@ def test_with_no_jobs_asked_for_a_small_run_shares_nothing(fixtures_project, mon
     monkeypatch.setattr(parallel, "default_jobs", lambda: 4)
     paths = [str(fixtures_project / "fixtures")]
     default = engine.lint(paths, Config(), jobs=None)
-    assert shared == [] and default.files_checked < engine._FILES_TO_SHARE_BY_DEFAULT
+    assert shared == [] and default.files_checked < checking._FILES_TO_SHARE_BY_DEFAULT
     asked = engine.lint(paths, Config(), jobs=2)
     assert shared == [2, 2]
-    monkeypatch.setattr(engine, "_FILES_TO_SHARE_BY_DEFAULT", 1)
+    monkeypatch.setattr(checking, "_FILES_TO_SHARE_BY_DEFAULT", 1)
     engine.lint(paths, Config(), jobs=None)
     assert shared == [2, 2, 4, 4]
     assert [f.sort_key() for f in asked.findings] == [f.sort_key() for f in default.findings]
@@ -138,7 +138,7 @@ def test_optimizer_state_checked_in_a_process_beside_gives_the_same_output(
     """A project large enough runs the optimizer-state analysis and its rules in a forked
     process while this one runs the others: the findings, messages, fixes and problems
     are those of one process; `--jobs 1` and a run over little source fork nothing."""
-    from cslint import engine, parallel
+    from cslint import checking, engine, parallel
     from cslint.config import Config
 
     config = Config().with_overrides(select=("ALL",))
@@ -148,13 +148,13 @@ def test_optimizer_state_checked_in_a_process_beside_gives_the_same_output(
     original = parallel.run_beside
     monkeypatch.setattr(parallel, "run_beside",
                         lambda work: started.append(1) or original(work))
-    monkeypatch.setattr(engine, "_SOURCE_TO_ANALYSE_BESIDE", 0)
+    monkeypatch.setattr(checking, "_SOURCE_TO_ANALYSE_BESIDE", 0)
     assert engine.lint(paths, config, jobs=1).findings == alone.findings and started == []
     beside = engine.lint(paths, config, jobs=None)
     assert started == [1]
     assert beside.findings == alone.findings and beside.errors == alone.errors
     assert any(f.code.startswith("CS1") for f in beside.findings)
-    monkeypatch.setattr(engine, "_SOURCE_TO_ANALYSE_BESIDE", 10**12)
+    monkeypatch.setattr(checking, "_SOURCE_TO_ANALYSE_BESIDE", 10**12)
     engine.lint(paths, config, jobs=None)
     assert started == [1]
 

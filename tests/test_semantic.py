@@ -11,7 +11,8 @@ import pytest
 
 from cslint.config import DEFAULT_MAX_FILE_SIZE, Config
 from cslint.engine import lint
-from cslint.semantic.module_index import ModuleIndex, build_module_index, module_name_for
+from cslint.discovery import module_name_for
+from cslint.semantic.module_index import ModuleIndex, build_module_index
 from cslint.semantic.official import load_official_api
 from cslint.semantic.project import ProjectIndex
 from cslint.source import SourceFile

@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from cslint import __version__
-from cslint.baseline import Baseline, match_baseline
 from cslint.codes import CODES
 from cslint.config import Config
 from cslint.diagnostics import InputProblem, Report, RuleDescription
@@ -22,6 +21,9 @@ from cslint.discovery import printable, project_path
 from cslint.engine import STDIN, CacheOptions, LintResult, lint
 from cslint.rule_pages import read_page
 from cslint.rules import rules_for
+
+if TYPE_CHECKING:
+    from cslint.baseline import Baseline
 
 __all__ = ["STDIN", "FixDiff", "FixMode", "ReportDetail", "RunResult", "run"]
 
@@ -214,6 +216,8 @@ def _report(linted: LintResult, detail: ReportDetail, fixed: int = 0,
     findings = tuple(linted.findings)
     baselined, stale = 0, None
     if baseline is not None:
+        from cslint.baseline import match_baseline
+
         checked = {project_path(path, root) for path in linted.checked_paths}
         match = match_baseline(baseline, findings, paths, checked, root)
         findings, baselined, stale = match.new, match.baselined, match.stale

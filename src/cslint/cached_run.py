@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,11 +25,11 @@ from cslint.cache import DEFAULT_DIRECTORY, Entry, FileState, FindingsCache, dig
 from cslint.dependencies import depends_on
 from cslint.discovery import Target
 from cslint.project_files import ProjectFiles
-from cslint.semantic.module_index import ModuleIndex
 from cslint.source import InputError, SourceFile, read_regular_file
 
 if TYPE_CHECKING:
-    from cslint.engine import CacheOptions, LintResult, _Run
+    from cslint.engine import CacheOptions, LintResult, Run
+    from cslint.semantic.module_index import ModuleIndex
 
 # Rounds of step 3 before everything left is checked at once.
 _MAX_ROUNDS = 4
@@ -41,7 +42,7 @@ def _key(path: Path) -> str:
     return absolute.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def check_with_cache(run: _Run, result: LintResult, targets: list[Target],
+def check_with_cache(run: Run, result: LintResult, targets: list[Target],
                      files: ProjectFiles, options: CacheOptions) -> None:
     assert files.root is not None
     directory = options.directory or files.root / DEFAULT_DIRECTORY
@@ -55,9 +56,11 @@ def check_with_cache(run: _Run, result: LintResult, targets: list[Target],
 
 
 class _CachedRun:
-    def __init__(self, run: _Run, result: LintResult, targets: list[Target],
+    def __init__(self, run: Run, result: LintResult, targets: list[Target],
                  files: ProjectFiles, cache: FindingsCache, read_reported: bool = True):
         self.run = run
+        # Each path's key, made once a run (a path's is asked for about five times).
+        self.key = functools.lru_cache(maxsize=None)(_key)
         self.read_reported = read_reported
         self.result = result
         self.targets = targets
@@ -72,8 +75,8 @@ class _CachedRun:
         for path in [target.path for target in targets] + self.other_paths:
             state = self._file_state(path)
             if state is not None:
-                self.current[_key(path)] = state
-        self.entries = cache.entries(_key(target.path) for target in targets)
+                self.current[self.key(path)] = state
+        self.entries = cache.entries(self.key(target.path) for target in targets)
         self.held = {key: entry for key, entry in self.entries.items() if self._holds(key, entry)}
         self.saved: dict[str, Entry] = {}
         # Files whose code is analysed with every batch, since they may reach a held
@@ -92,7 +95,7 @@ class _CachedRun:
             signature = stat_signature(os.stat(path))
         except OSError:
             return None
-        known = self.known.get(_key(path))
+        known = self.known.get(self.key(path))
         if known is not None and known.signature == signature:
             return known
         try:
@@ -110,18 +113,21 @@ class _CachedRun:
                    for path, file_digest in recorded.items())
 
     def check(self) -> None:
-        pending = [t for t in self.targets if _key(t.path) not in self.held]
+        pending = [t for t in self.targets if self.key(t.path) not in self.held]
         rounds = 0
         # A batch with no files still runs when changed files may reach held ones.
         while pending or (rounds == 0 and self.context and self.held):
             rounds += 1
             if rounds > _MAX_ROUNDS:  # still growing: check every remaining file
-                pending += [t for t in self.targets if _key(t.path) in self.held]
+                pending += [t for t in self.targets if self.key(t.path) in self.held]
                 self.held.clear()
             pending = self._check_batch(pending)
-        confirmed = sorted(self.held)
+        # Held entries that had not seen every change yet now have (those that had are
+        # left alone: a run that changed nothing writes nothing).
+        confirmed = sorted(key for key, entry in self.held.items()
+                           if entry.generation < self.seen_generation)
         for target in self.targets:
-            entry = self.held.get(_key(target.path))
+            entry = self.held.get(self.key(target.path))
             if entry is not None:
                 self._report(target, entry)
         changed = {path: state for path, state in self.current.items()
@@ -131,9 +137,9 @@ class _CachedRun:
     def _check_batch(self, batch: list[Target]) -> list[Target]:
         """Check `batch`; record its entries; return the held targets it shows were
         reached by a change (to check next)."""
-        batch_keys = {_key(target.path) for target in batch}
+        batch_keys = {self.key(target.path) for target in batch}
         others = self.other_paths + [target.path for target in self.targets
-                                     if _key(target.path) not in batch_keys]
+                                     if self.key(target.path) not in batch_keys]
         files = ProjectFiles(others, self.max_size, self.root)
         context = set(self.context)
 
@@ -143,13 +149,13 @@ class _CachedRun:
             that name its classes and functions."""
             recorded, unknown = set(context), []
             for module in checked:
-                entry = self.entries.get(_key(module.path))
+                entry = self.entries.get(self.key(module.path))
                 if entry is None:
                     unknown.append(module)
                 else:
                     recorded.update(path for path, _ in entry.depends)
                     recorded |= self._changed_since(entry.generation)
-            paths = sorted((p for p in others if _key(p) in recorded), key=_key)
+            paths = sorted((p for p in others if self.key(p) in recorded), key=_key)
             return files.read_paths(paths) + files.dependents(unknown)
 
         part = type(self.result)()
@@ -165,18 +171,18 @@ class _CachedRun:
 
         project = self.run.project
         assert project is not None
-        keys = [_key(module.path) for module in project.modules]
+        keys = [self.key(module.path) for module in project.modules]
         depends = depends_on(project.modules, project.reads, project.symbol_reads)
         # Read out only for the files whose entries are made or checked here.
         wanted = batch_keys | self.held.keys()
         depends_of = {keys[index]: [keys[j] for j in _members(bits)]
                       for index, bits in enumerate(depends) if keys[index] in wanted}
-        self._save_batch(batch, part, {_key(loaded.source.path) for loaded in checked},
+        self._save_batch(batch, part, {self.key(loaded.source.path) for loaded in checked},
                          depends_of)
 
         reached = []
         for target in self.targets:
-            key = _key(target.path)
+            key = self.key(target.path)
             entry = self.held.get(key)
             if entry is None or key not in depends_of:
                 continue
@@ -196,7 +202,7 @@ class _CachedRun:
             problems.setdefault(error.display_path, []).append(
                 (error.problem, error.line, error.column))
         for target in batch:
-            key = _key(target.path)
+            key = self.key(target.path)
             if key not in self.current:
                 continue  # gone or unreadable: reported as such, nothing to keep
             paths = depends_of.get(key, [key]) if key in parsed else [key]

@@ -178,7 +178,6 @@ def check(paths, select, ignore, extend_select, output_format, output_file, show
           jobs=None, no_cache=False, cache_dir=None, write_baseline=None):
     """Check PATHS (files or folders; default `.`; `-` reads stdin)."""
     from cslint.app import STDIN, FixMode, ReportDetail, run
-    from cslint.baseline import BaselineError, load_baseline
     from cslint.engine import CacheOptions
     from cslint.progress import terminal_progress
 
@@ -210,6 +209,8 @@ def check(paths, select, ignore, extend_select, output_format, output_file, show
     baseline = None
     baseline_file = Path(baseline_path) if baseline_path is not None else config.baseline
     if baseline_file is not None:
+        from cslint.baseline import BaselineError, load_baseline
+
         try:
             baseline = load_baseline(baseline_file)
         except BaselineError as err:

@@ -11,12 +11,6 @@ from typing import Any
 from cslint.codes import validate_selector
 from cslint.discovery import is_folder, is_regular_file
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
-
 class ConfigError(Exception):
     """A configuration problem; the message names the file and the key."""
 
@@ -239,6 +233,12 @@ def config_from_table(table: dict[str, Any], source: Path | None) -> Config:
 
 
 def load_config_file(path: Path) -> Config:
+    # Imported with the first file read: a run with --no-config reads none.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as tomllib
+
     try:
         raw = path.read_bytes()
     except OSError as err:

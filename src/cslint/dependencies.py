@@ -18,9 +18,10 @@ torch (2,300 modules) takes milliseconds.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from cslint.semantic.module_index import ModuleIndex
+if TYPE_CHECKING:
+    from cslint.semantic.module_index import ModuleIndex
 
 
 def depends_on(modules: Sequence[ModuleIndex],

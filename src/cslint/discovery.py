@@ -53,6 +53,23 @@ def is_package_folder(folder: Path) -> bool:
     return is_regular_file(folder / "__init__.py") or is_regular_file(folder / "__init__.pyi")
 
 
+@lru_cache(maxsize=65536)
+def module_name_for(path: Path) -> tuple[str, bool]:
+    """Dotted module name from the `__init__.py` chain, and whether it is a package
+    (memoised: the engine asks for every file twice). The chain is read where the path
+    names the file, as Python's imports do, not where symlinks lead."""
+    path = Path(os.path.abspath(path))
+    is_package = path.stem == "__init__"
+    parts: list[str] = [] if is_package else [path.stem]
+    folder = path.parent
+    while is_package_folder(folder):
+        parts.insert(0, folder.name)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    return ".".join(parts) or path.stem, is_package
+
+
 def package_top(folder: Path) -> Path:
     """The topmost folder of the package chain (folders holding `__init__.py`) that
     `folder` lies in; `folder` itself when it is no package or its parent is none."""

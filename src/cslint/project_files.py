@@ -11,13 +11,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cslint.discovery import ExcludeMatcher, Target, context_folders, find_project_root, \
-    is_marked_root, is_package_folder, resolved, walk_python_files
+    is_marked_root, is_package_folder, module_name_for, resolved, walk_python_files
 from cslint.memory import give_back_freed_memory
-from cslint.semantic.module_index import FunctionInfo, ModuleIndex, build_module_index, \
-    module_name_for
 from cslint.source import TOO_DEEP, InputError, SourceFile, read_regular_file
+
+if TYPE_CHECKING:
+    from cslint.semantic.module_index import FunctionInfo, ModuleIndex
 
 
 @dataclass
@@ -92,6 +94,9 @@ def load_file(path: Path, shown: str, max_size: int, raw: bytes | None = None,
     """Read (unless given its bytes), parse and index one file (InputError when it cannot
     be). Only a regular file of at most `max_size` bytes is read. `held` decides whether
     its tree stays in memory (default: it does)."""
+    # Imported by the first file read: a run the cache answers reads none.
+    from cslint.semantic.module_index import build_module_index
+
     if raw is None:
         raw = read_regular_file(path, shown, max_size)
     source = SourceFile.from_bytes(path, shown, raw)

@@ -19,7 +19,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 
-from cslint.discovery import is_package_folder
+from cslint.discovery import module_name_for
 from cslint.memory import give_back_freed_memory
 from cslint.semantic.torch_api import CSTORCH_PROGRAM_ROOTS
 from cslint.source import PYTHON_LINE_BREAK, parse_python
@@ -29,23 +29,6 @@ def canonical(qualname: str) -> str:
     if qualname == "cslint.cstorch" or qualname.startswith("cslint.cstorch."):
         return "cerebras.pytorch" + qualname[len("cslint.cstorch"):]
     return qualname
-
-
-@lru_cache(maxsize=65536)
-def module_name_for(path: Path) -> tuple[str, bool]:
-    """Dotted module name from the `__init__.py` chain, and whether it is a package
-    (memoised: the engine asks for every file twice). The chain is read where the path
-    names the file, as Python's imports do, not where symlinks lead."""
-    path = Path(os.path.abspath(path))
-    is_package = path.stem == "__init__"
-    parts: list[str] = [] if is_package else [path.stem]
-    folder = path.parent
-    while is_package_folder(folder):
-        parts.insert(0, folder.name)
-        if folder.parent == folder:
-            break
-        folder = folder.parent
-    return ".".join(parts) or path.stem, is_package
 
 
 def dotted_name(node: ast.expr) -> str | None:
