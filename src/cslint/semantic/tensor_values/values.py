@@ -121,10 +121,8 @@ def join(a: Value, b: Value) -> Value:
     if isinstance(a, Container) and isinstance(b, Container):
         if a.mapping != b.mapping:
             return None  # a list on one path, a dict on the other: its entries are unknown
-        keyed = tuple((key, join(value, other)) for (key, value), (_, other)
-                      in zip(a.keyed, b.keyed)) \
-            if [k for k, _ in a.keyed] == [k for k, _ in b.keyed] else ()
-        return Container(join(a.element, b.element), a.mapping, join(a.key, b.key), keyed)
+        return Container(join(a.element, b.element), a.mapping, join(a.key, b.key),
+                         _joined_keys(a.keyed, b.keyed))
     if a.__class__ is Marker and b.__class__ is Marker and a.kind == b.kind \
             and a.kind in MODULE_KINDS:
         return Marker(a.kind, union_classes(a.ref, b.ref))
@@ -137,6 +135,16 @@ def join(a: Value, b: Value) -> Value:
         return Sequence(tuple(join(x, y) for x, y in zip(a.items, b.items)))
     return None
 
+
+
+def _joined_keys(a: tuple, b: tuple) -> tuple:
+    """The string keys two dict displays both wrote, each holding what either path
+    wrote there. A key one path did not write is left out: looking it up gives any
+    entry's value (on that path it fails), as for a key no display wrote."""
+    if a == b or not a or not b:
+        return a if a == b else ()
+    theirs = dict(b)
+    return tuple((key, join(value, theirs[key])) for key, value in a if key in theirs)
 
 # Submodules and module containers: joined by the union of their classes.
 MODULE_KINDS = frozenset({"module", "module_list"})
