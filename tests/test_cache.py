@@ -195,6 +195,25 @@ def test_a_warm_run_that_changed_nothing_writes_nothing(package):
     assert generation() == saved + 1
 
 
+def test_entries_lists_of_files_are_read_only_once_a_file_changed(package, monkeypatch):
+    """An entry holds while none of the files it depends on changed since it was made
+    (the files table's generations): a run that changed nothing decodes no entry's list
+    of files (on transformers 2.6 million, 2.5 s of a warm run)."""
+    from cslint.cache import FindingsCache
+
+    decoded = []
+    original = FindingsCache.depends_ids
+    monkeypatch.setattr(FindingsCache, "depends_ids",
+                        lambda self, entry: decoded.append(entry) or original(self, entry))
+    cold = findings(package, cached=True)
+    decoded.clear()
+    assert findings(package, cached=True) == cold and decoded == []
+    (package / "pkg" / "helpers.py").write_text(PACKAGE["pkg/helpers.py"].replace(
+        "return limit\n", "return limit.item()\n"))
+    assert findings(package, cached=True) == findings(package, cached=False)
+    assert decoded
+
+
 @pytest.mark.parametrize("edit", [
     # The base class: the subclass's file must be checked again.
     ("pkg/base.py", "class Base(cstorch.optim.Optimizer):", "class Base(torch.nn.Module):"),
@@ -303,6 +322,13 @@ def test_rows_of_the_wrong_shape_are_checked_again(package):
                            "depends = '[[1, 2]]'")
     connection.close()
     assert findings(package, cached=True) == cold
+    # A list of files of the wrong shape is read only once a file changed.
+    with sqlite3.connect(database) as connection:
+        connection.execute("UPDATE entries SET depends = '[\"pkg/base.py\"]'")
+    connection.close()
+    assert findings(package, cached=True) == cold
+    (package / "pkg" / "other.py").write_text("def unrelated(x):\n    return x + 2\n")
+    assert findings(package, cached=True) == findings(package, cached=False)
 
 
 def test_a_cache_of_another_cslint_build_is_not_read(package, monkeypatch):

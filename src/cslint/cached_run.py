@@ -1,9 +1,11 @@
 """A run that reuses the findings of files that did not change, nor did what they depend on.
 
 1. Every project file's digest (re-read only when its stat changed since the last run).
-2. A checked file's entry holds if its digest and the digest of every file its findings
-   depended on (`cslint.dependencies`) are as recorded: its findings are taken as they
-   were, and the file is not parsed.
+2. A checked file's entry holds if its digest is as recorded and none of the files its
+   findings depended on (`cslint.dependencies`) changed or went since the entry was
+   made (the files table records the generation in which each file last changed): its
+   findings are taken as they were, and the file is not parsed. A run that changed
+   nothing reads no entry's list of files.
 3. The others are checked together (a batch), with the files whose code may reach them:
    those their findings depended on last time, and every file changed since the oldest
    held entry was made (an edit may make a file reach code it did not reach before: a
@@ -77,6 +79,7 @@ class _CachedRun:
             if state is not None:
                 self.current[self.key(path)] = state
         self.entries = cache.entries(self.key(target.path) for target in targets)
+        self._changed_ids: dict[int, frozenset[int]] = {}
         self.held = {key: entry for key, entry in self.entries.items() if self._holds(key, entry)}
         self.saved: dict[str, Entry] = {}
         # Files whose code is analysed with every batch, since they may reach a held
@@ -103,14 +106,32 @@ class _CachedRun:
         except InputError:
             return None
         unchanged = known is not None and known.digest == now
-        return FileState(signature, now, known.generation if unchanged else None)
+        return FileState(signature, now, known.generation if unchanged else None,
+                         known.id if known is not None else None)
 
     def _holds(self, key: str, entry: Entry) -> bool:
-        recorded = dict(entry.depends)
-        if key not in self.current or recorded.get(key) != entry.digest:
+        state = self.current.get(key)
+        if state is None or state.digest != entry.digest:
             return False
-        return all(path in self.current and self.current[path].digest == file_digest
-                   for path, file_digest in recorded.items())
+        changed = self._changed_after(entry.generation)
+        if not changed:
+            return True
+        depends = self.cache.depends_ids(entry)
+        return depends is not None and depends.isdisjoint(changed)
+
+    def _changed_after(self, generation: int) -> frozenset[int]:
+        """The ids of the known files changed since `generation`, or gone."""
+        found = self._changed_ids.get(generation)
+        if found is None:
+            changed = self._changed_since(generation)
+            found = self._changed_ids[generation] = frozenset(
+                state.id for path, state in self.known.items()
+                if state.id is not None and (path in changed or path not in self.current))
+        return found
+
+    def _file_id(self, path: str) -> int | None:
+        known = self.known.get(path)
+        return known.id if known is not None else None
 
     def check(self) -> None:
         pending = [t for t in self.targets if self.key(t.path) not in self.held]
@@ -122,16 +143,17 @@ class _CachedRun:
                 pending += [t for t in self.targets if self.key(t.path) in self.held]
                 self.held.clear()
             pending = self._check_batch(pending)
-        # Held entries that had not seen every change yet now have (those that had are
-        # left alone: a run that changed nothing writes nothing).
-        confirmed = sorted(key for key, entry in self.held.items()
-                           if entry.generation < self.seen_generation)
         for target in self.targets:
             entry = self.held.get(self.key(target.path))
             if entry is not None:
                 self._report(target, entry)
         changed = {path: state for path, state in self.current.items()
                    if self.known.get(path) != state}
+        # The held entries have now seen every change, those this run records too (the
+        # next run need not read their lists of files). A run that changed nothing and
+        # holds only entries that had seen every change writes nothing.
+        confirmed = sorted(key for key, entry in self.held.items()
+                           if changed or self.saved or entry.generation < self.seen_generation)
         self.cache.save(changed, self.saved, confirmed, self.seen_generation)
 
     def _check_batch(self, batch: list[Target]) -> list[Target]:
@@ -150,10 +172,11 @@ class _CachedRun:
             recorded, unknown = set(context), []
             for module in checked:
                 entry = self.entries.get(self.key(module.path))
-                if entry is None:
+                depends = self.cache.depends_paths(entry) if entry is not None else None
+                if depends is None:
                     unknown.append(module)
                 else:
-                    recorded.update(path for path, _ in entry.depends)
+                    recorded.update(depends)
                     recorded |= self._changed_since(entry.generation)
             paths = sorted((p for p in others if self.key(p) in recorded), key=_key)
             return files.read_paths(paths) + files.dependents(unknown)
@@ -186,8 +209,9 @@ class _CachedRun:
             entry = self.held.get(key)
             if entry is None or key not in depends_of:
                 continue
-            recorded = dict(entry.depends)
-            if any(path not in recorded for path in depends_of[key]):
+            recorded = self.cache.depends_ids(entry)
+            if recorded is None or any(self._file_id(path) not in recorded
+                                       for path in depends_of[key]):
                 del self.held[key]
                 reached.append(target)
         return reached
@@ -206,11 +230,9 @@ class _CachedRun:
             if key not in self.current:
                 continue  # gone or unreadable: reported as such, nothing to keep
             paths = depends_of.get(key, [key]) if key in parsed else [key]
-            recorded = tuple((path, self.current[path].digest) for path in paths
-                             if path in self.current)
-            if len(recorded) < len(paths):
+            if any(path not in self.current for path in paths):
                 continue  # depends on a file that could not be read: check it next time
-            self.saved[key] = Entry(self.current[key].digest, recorded,
+            self.saved[key] = Entry(self.current[key].digest, tuple(paths),
                                     tuple(findings.get(target.display_path, ())),
                                     tuple(problems.get(target.display_path, ())),
                                     key in parsed)
