@@ -214,6 +214,36 @@ def test_entries_lists_of_files_are_read_only_once_a_file_changed(package, monke
     assert decoded
 
 
+def test_a_file_checked_again_reads_the_files_that_used_it(package, monkeypatch):
+    """An entry records its file's users (the files whose code ran into its own); a
+    pre-commit run over it once edited reads those, and what its names resolve into, not
+    every file its findings depended on (transformers: 1,100 files for one model, 11 s
+    against 0.6 s), and reports what a run over the whole tree reports."""
+    from cslint.cache import FindingsCache
+    from cslint.project_files import ProjectFiles
+
+    whole = findings(package, cached=True)
+    users = {}
+    original = FindingsCache.users_paths
+
+    def recording(self, entry):
+        found = original(self, entry)
+        users[entry.digest] = found
+        return found
+
+    monkeypatch.setattr(FindingsCache, "users_paths", recording)
+    read = []
+    original_read = ProjectFiles.read_paths
+    monkeypatch.setattr(ProjectFiles, "read_paths", lambda self, paths: read.extend(
+        p.name for p in paths) or original_read(self, paths))
+    helpers = package / "pkg" / "helpers.py"
+    helpers.write_text(PACKAGE["pkg/helpers.py"] + "# edited\n")
+    alone = findings(package, cached=True, paths=[str(helpers)])
+    assert [Path(p).name for found in users.values() for p in found or ()] == ["opt.py"]
+    assert read == ["opt.py"]
+    assert alone[0] == [f for f in whole[0] if f[0].endswith("helpers.py")]
+
+
 @pytest.mark.parametrize("edit", [
     # The base class: the subclass's file must be checked again.
     ("pkg/base.py", "class Base(cstorch.optim.Optimizer):", "class Base(torch.nn.Module):"),
@@ -322,9 +352,11 @@ def test_rows_of_the_wrong_shape_are_checked_again(package):
                            "depends = '[[1, 2]]'")
     connection.close()
     assert findings(package, cached=True) == cold
-    # A list of files of the wrong shape is read only once a file changed.
+    # A list of files of the wrong shape is read only once a file changed; users that
+    # cannot be read are looked for in the files' text.
     with sqlite3.connect(database) as connection:
-        connection.execute("UPDATE entries SET depends = '[\"pkg/base.py\"]'")
+        connection.execute("UPDATE entries SET depends = '[\"pkg/base.py\"]', "
+                           "users = '{\"a\": 1}'")
     connection.close()
     assert findings(package, cached=True) == cold
     (package / "pkg" / "other.py").write_text("def unrelated(x):\n    return x + 2\n")

@@ -637,6 +637,43 @@ def test_the_files_that_reach_a_checked_file_are_found_by_whole_words_transitive
     assert project.pending == {tmp_path / "longer_word.py", tmp_path / "unrelated.py"}
 
 
+
+def test_a_name_defined_or_imported_elsewhere_is_not_the_checked_files(tmp_path):
+    """`ProjectFiles.dependents` follows imports, not words: a file that defines its own
+    function of the same name (transformers copies `eager_attention_forward` into 371
+    model files), or imports one from a module that defines its own, does not reach the
+    checked file; re-exports, a module alias and a star import do. Files parsed to learn
+    that stay pending (read only if a name resolves into them)."""
+    from cslint.project_files import ProjectFiles, load_file
+
+    checked = tmp_path / "attention.py"
+    checked.write_text("def eager_attention_forward(q):\n    return q\n\n\n"
+                       "class BertModel:\n    pass\n")
+    files = {
+        "copy.py": "def eager_attention_forward(q):\n    return q * 2\n\n\n"
+                   "def run(q):\n    return eager_attention_forward(q)\n",
+        "llama.py": "def eager_attention_forward(q):\n    return q * 3\n",
+        "modular.py": "from llama import eager_attention_forward\n\n\n"
+                      "def run(q):\n    return eager_attention_forward(q)\n",
+        "docstring_only.py": 'def describe():\n    """Like BertModel."""\n    return 1\n',
+        "reexport.py": "from attention import eager_attention_forward\n",
+        "via_reexport.py": "from reexport import eager_attention_forward\n\n\n"
+                           "def run(q):\n    return eager_attention_forward(q)\n",
+        "alias.py": "import attention as att\n\n\ndef build():\n    return att.BertModel()\n",
+        "star.py": "from attention import *\n\n\nclass Child(BertModel):\n    pass\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    project = ProjectFiles(sorted(tmp_path / name for name in files), DEFAULT_MAX_FILE_SIZE,
+                           tmp_path)
+    found = project.dependents([load_file(checked, "attention.py",
+                                          DEFAULT_MAX_FILE_SIZE).module])
+    assert sorted(module.path.name for module in found) == [
+        "alias.py", "reexport.py", "star.py", "via_reexport.py"]
+    assert project.pending == {tmp_path / name for name in (
+        "copy.py", "docstring_only.py", "llama.py", "modular.py")}
+    assert [m.path.name for m in project.load_module("modular")] == ["modular.py"]
+
 DEFINITIONS = (
     "import functools\r\n"
     "\r\n"

@@ -9,8 +9,9 @@ in it is ever executed, so a planted file can do no more than make a run slower.
   file is not read again to learn that it is unchanged, and the generation (a counter of
   the runs that saved) in which it last changed or appeared.
 - `entries`: each checked file's digest, the ids of the files its findings depend on
-  (`cslint.dependencies`), its findings and input problems, and the generation it has
-  seen: every change recorded up to it was taken into account, so the entry holds while
+  (`cslint.dependencies`) and of those whose code may run into its own (its users, read
+  with it when it is checked again), its findings and input problems, and the generation
+  it has seen: every change recorded up to it was taken into account, so the entry holds while
   none of those files changed in a later generation (their digests are the files
   table's). On transformers the files depend on 900 others each, 2.6 million in all:
   ids, read only when a file changed, keep them small.
@@ -41,7 +42,7 @@ from cslint.diagnostics import Finding, Location, Severity
 
 DEFAULT_DIRECTORY = ".cslint_cache"
 # Bumped when what the database holds changes shape.
-_SCHEMA = 3
+_SCHEMA = 4
 _STALE_AFTER_SECONDS = 30 * 24 * 3600
 _LOCK_TIMEOUT_SECONDS = 2.0
 
@@ -83,7 +84,7 @@ class Entry:
     digest: str
     # The files the findings depend on, the file itself included. An entry read from the
     # database has them as `stored_depends` (its JSON array of file ids), decoded only
-    # when asked (`FindingsCache.depends_ids` / `depends_paths`).
+    # when asked (`FindingsCache.depends_ids`).
     depends: tuple[str, ...]
     findings: tuple[Finding, ...]
     problems: tuple[tuple[str, int | None, int | None], ...]
@@ -93,6 +94,11 @@ class Entry:
     # The files table's generation up to which every change was taken into account.
     generation: int = 0
     stored_depends: str = ""
+    # The files whose code may run into the file's (`cslint.dependencies.users_of`),
+    # stored as file ids like `depends` (`FindingsCache.users_paths`); None: not known
+    # (a file with a syntax error).
+    users: tuple[str, ...] | None = ()
+    stored_users: str = ""
 
 
 @dataclass(frozen=True)
@@ -131,7 +137,8 @@ class FindingsCache:
                                "id INTEGER UNIQUE, signature TEXT, digest TEXT, "
                                "generation INTEGER)")
             connection.execute("CREATE TABLE IF NOT EXISTS entries (path TEXT PRIMARY KEY, "
-                               "digest TEXT, depends TEXT, result TEXT, generation INTEGER)")
+                               "digest TEXT, depends TEXT, users TEXT, result TEXT, "
+                               "generation INTEGER)")
             self._connection = connection
         except (sqlite3.Error, OSError):
             self._set_aside()
@@ -182,21 +189,15 @@ class FindingsCache:
     def depends_ids(self, entry: Entry) -> frozenset[int] | None:
         """The ids of the files a stored entry depends on; None where its row holds no
         list of ids (written by something else: the entry is then checked again)."""
-        try:
-            ids = json.loads(entry.stored_depends)
-        except ValueError:
-            return None
-        if not isinstance(ids, list) or not all(type(i) is int for i in ids):
-            return None
-        return frozenset(ids)
+        return _ids(entry.stored_depends)
 
-    def depends_paths(self, entry: Entry) -> tuple[str, ...] | None:
-        """The paths of the files a stored entry depends on (None as for `depends_ids`,
-        and where an id names no file the files table holds)."""
-        ids = self.depends_ids(entry)
+    def users_paths(self, entry: Entry) -> list[str] | None:
+        """The paths of the files whose code may run into a stored entry's file; None
+        as for `depends_ids`, or where an id names no file the files table holds."""
+        ids = _ids(entry.stored_users)
         if ids is None or not all(i in self._paths_by_id for i in ids):
             return None
-        return tuple(sorted(self._paths_by_id[i] for i in ids))
+        return sorted(self._paths_by_id[i] for i in ids)
 
     def entries(self, paths: Iterable[str]) -> dict[str, Entry]:
         connection = self._connect()
@@ -206,10 +207,11 @@ class FindingsCache:
         found: dict[str, Entry] = {}
         try:
             rows = connection.execute(
-                "SELECT path, digest, depends, result, generation FROM entries")
-            for path, file_digest, depends, result, generation in rows:
+                "SELECT path, digest, depends, users, result, generation FROM entries")
+            for path, file_digest, depends, users, result, generation in rows:
                 if path in wanted:
-                    entry = _entry_from_row(file_digest, depends, result, generation)
+                    entry = _entry_from_row(file_digest, depends, users, result,
+                                            generation)
                     if entry is not None:
                         found[path] = entry
         except sqlite3.Error:
@@ -253,12 +255,13 @@ class FindingsCache:
             connection.executemany("INSERT INTO files (path, id, signature, digest, "
                                    "generation) VALUES (?, ?, ?, ?, ?)", added)
             connection.executemany(
-                "INSERT OR REPLACE INTO entries (path, digest, depends, result, generation) "
-                "VALUES (?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO entries (path, digest, depends, users, result, "
+                "generation) VALUES (?, ?, ?, ?, ?, ?)",
                 [(path, entry.digest, json.dumps([ids[p] for p in entry.depends]),
-                  _result_json(entry), seen)
+                  json.dumps([ids[p] for p in entry.users] if entry.users is not None
+                             else None), _result_json(entry), seen)
                  for path, entry in entries.items()
-                 if all(p in ids for p in entry.depends)])
+                 if all(p in ids for p in (*entry.depends, *(entry.users or ())))])
             connection.executemany("UPDATE entries SET generation = ? WHERE path = ?",
                                    [(seen, path) for path in confirmed])
             connection.execute("COMMIT")
@@ -323,13 +326,25 @@ def _finding_data(finding: Finding) -> dict:
     return data
 
 
-def _entry_from_row(file_digest: object, depends: object, result: object,
+def _ids(stored: str) -> frozenset[int] | None:
+    """A stored JSON array of file ids (None for anything else)."""
+    try:
+        ids = json.loads(stored)
+    except ValueError:
+        return None
+    if not isinstance(ids, list) or not all(type(i) is int for i in ids):
+        return None
+    return frozenset(ids)
+
+
+def _entry_from_row(file_digest: object, depends: object, users: object, result: object,
                     generation: object) -> Entry | None:
     """The entry a row holds; None for a row of the wrong shape (written by something
     else): it is then checked again."""
     try:
         if not isinstance(file_digest, str) or not isinstance(depends, str) \
-                or not isinstance(result, str) or type(generation) is not int:
+                or not isinstance(users, str) or not isinstance(result, str) \
+                or type(generation) is not int:
             return None
         data = json.loads(result)
         findings = tuple(_finding_from_data(item) for item in data["findings"])
@@ -338,7 +353,8 @@ def _entry_from_row(file_digest: object, depends: object, result: object,
         parsed = data["parsed"]
         if not isinstance(parsed, bool):
             return None
-        return Entry(file_digest, (), findings, problems, parsed, generation, depends)
+        return Entry(file_digest, (), findings, problems, parsed, generation, depends,
+                     stored_users=users)
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
 

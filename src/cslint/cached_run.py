@@ -7,10 +7,14 @@
    findings are taken as they were, and the file is not parsed. A run that changed
    nothing reads no entry's list of files.
 3. The others are checked together (a batch), with the files whose code may reach them:
-   those their findings depended on last time, and every file changed since the oldest
-   held entry was made (an edit may make a file reach code it did not reach before: a
-   new caller, a new subclass). A held entry that a batch shows to depend on a file it
-   did not record is checked in the next batch, until none is left.
+   those that used their classes and functions last time (each entry records its
+   file's users), and every file changed since the oldest held entry was made with the
+   users of those (an edit may make a file reach code it did not reach before: a new
+   caller, a new subclass); for a file with no entry, the files that name its classes
+   and functions (`ProjectFiles.dependents`). What they read is read as their names
+   resolve. A held entry that a changed (or new) file of a batch now uses, directly or
+   through others, without its entry recording that file, is checked in the next
+   batch, until none is left.
 4. What was checked is saved with its new dependencies; the entries that held are
    marked as having seen every change up to this run.
 """
@@ -24,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from cslint.cache import DEFAULT_DIRECTORY, Entry, FileState, FindingsCache, digest, \
     run_key, stat_signature
-from cslint.dependencies import depends_on
+from cslint.dependencies import depends_on, used_by, users_of
 from cslint.discovery import Target
 from cslint.project_files import ProjectFiles
 from cslint.source import InputError, SourceFile, read_regular_file
@@ -86,6 +90,7 @@ class _CachedRun:
         # entry: those changed since the oldest held entry was made, then each batch's.
         oldest = min((entry.generation for entry in self.held.values()), default=None)
         self.context = self._changed_since(oldest) if oldest is not None else set()
+        self.changed_since_oldest = set(self.context)
 
     def _changed_since(self, generation: int) -> set[str]:
         return {path for path, state in self.current.items()
@@ -166,19 +171,26 @@ class _CachedRun:
         context = set(self.context)
 
         def reaching(checked: list[ModuleIndex]) -> list[ModuleIndex]:
-            """The files whose code may reach the batch: those its findings depended on
-            last time, the files changed since; for a file never checked, the files
-            that name its classes and functions."""
-            recorded, unknown = set(context), []
+            """The files whose code may reach the batch: those that used its files'
+            classes and functions last time (their entries' users), and the files
+            changed since with those that used theirs (a changed file may now call
+            into the batch). What the batch reads is read as its names resolve. For a
+            file with no entry: the files that name its classes and functions
+            (`ProjectFiles.dependents`)."""
+            changed = set(context)
+            users: set[str] = set()
+            unknown = []
             for module in checked:
                 entry = self.entries.get(self.key(module.path))
-                depends = self.cache.depends_paths(entry) if entry is not None else None
-                if depends is None:
+                recorded = self.cache.users_paths(entry) if entry is not None else None
+                if recorded is None:
                     unknown.append(module)
                 else:
-                    recorded.update(depends)
-                    recorded |= self._changed_since(entry.generation)
-            paths = sorted((p for p in others if self.key(p) in recorded), key=_key)
+                    users.update(recorded)
+                    changed |= self._changed_since(entry.generation)
+            for entry in self.cache.entries(changed - batch_keys).values():
+                users.update(self.cache.users_paths(entry) or ())
+            paths = sorted((p for p in others if self.key(p) in changed | users), key=_key)
             return files.read_paths(paths) + files.dependents(unknown)
 
         part = type(self.result)()
@@ -196,28 +208,46 @@ class _CachedRun:
         assert project is not None
         keys = [self.key(module.path) for module in project.modules]
         depends = depends_on(project.modules, project.reads, project.symbol_reads)
-        # Read out only for the files whose entries are made or checked here.
-        wanted = batch_keys | self.held.keys()
-        depends_of = {keys[index]: [keys[j] for j in _members(bits)]
-                      for index, bits in enumerate(depends) if keys[index] in wanted}
+        users = users_of(project.modules, project.symbol_reads)
+        # Read out only for the files whose entries are made here.
+        depends_of = {keys[index]: ([keys[j] for j in _members(bits)],
+                                    [keys[j] for j in _members(users[index])])
+                      for index, bits in enumerate(depends) if keys[index] in batch_keys}
         self._save_batch(batch, part, {self.key(loaded.source.path) for loaded in checked},
                          depends_of)
+        return self._reached(keys, used_by(
+            project.modules, project.symbol_reads,
+            [index for index, key in enumerate(keys) if key in self.changed_since_oldest
+             or key not in self.known]))
 
+    def _reached(self, keys: list[str], uses: dict[int, int]) -> list[Target]:
+        """The held targets a changed (or new) file of the last batch's project now uses
+        (its code may run into theirs, directly or through others), where their entry
+        did not record that file: they are checked next. (What else their findings now
+        depend on is not news: an entry made by a run over a few files records fewer of
+        the files its names passed through.)"""
+        position = {key: index for index, key in enumerate(keys)}
         reached = []
         for target in self.targets:
             key = self.key(target.path)
             entry = self.held.get(key)
-            if entry is None or key not in depends_of:
+            if entry is None or key not in position:
                 continue
+            users = [keys[start] for start, bits in uses.items()
+                     if start != position[key] and bits >> position[key] & 1]
+            if not users:
+                continue
+            changed = self._changed_after(entry.generation)
             recorded = self.cache.depends_ids(entry)
-            if recorded is None or any(self._file_id(path) not in recorded
-                                       for path in depends_of[key]):
+            if recorded is None or any(
+                    file_id is None or (file_id in changed and file_id not in recorded)
+                    for file_id in map(self._file_id, users)):
                 del self.held[key]
                 reached.append(target)
         return reached
 
     def _save_batch(self, batch: list[Target], part: LintResult, parsed: set[str],
-                    depends_of: dict[str, list[str]]) -> None:
+                    depends_of: dict[str, tuple[list[str], list[str]]]) -> None:
         findings: dict[str, list] = {}
         for finding in part.findings:
             findings.setdefault(finding.path, []).append(finding)
@@ -229,13 +259,17 @@ class _CachedRun:
             key = self.key(target.path)
             if key not in self.current:
                 continue  # gone or unreadable: reported as such, nothing to keep
-            paths = depends_of.get(key, [key]) if key in parsed else [key]
-            if any(path not in self.current for path in paths):
+            # A file not parsed (a syntax error) has no users known: once it changes,
+            # those that name its classes and functions are read with it.
+            paths, users = depends_of.get(key, ([key], None)) if key in parsed \
+                else ([key], None)
+            if any(path not in self.current for path in (*paths, *(users or ()))):
                 continue  # depends on a file that could not be read: check it next time
             self.saved[key] = Entry(self.current[key].digest, tuple(paths),
                                     tuple(findings.get(target.display_path, ())),
                                     tuple(problems.get(target.display_path, ())),
-                                    key in parsed)
+                                    key in parsed,
+                                    users=tuple(users) if users is not None else None)
 
     def _report(self, target: Target, entry: Entry) -> None:
         shown = target.display_path

@@ -120,3 +120,52 @@ def _strongly_connected(edges: list[list[int]]) -> tuple[list[list[int]], list[i
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[node])
     return components, component_of
+
+
+def users_of(modules: Sequence[ModuleIndex],
+             symbol_reads: dict[int | None, dict[int, ModuleIndex]]) -> list[int]:
+    """For each of `modules`, the bit set of the modules that use its classes or
+    functions, directly or through classes and functions of others that do: the code
+    that may run into its own (read with it when it is checked again)."""
+    uses = _uses(modules, symbol_reads)
+    components, component_of = _strongly_connected(uses)
+    members_of = [sum(1 << member for member in members) for members in components]
+    # Each component is listed after those it reaches: from the last (which no other
+    # one uses) down, a component's users are known before the components it uses.
+    users: list[int] = [0] * len(components)
+    for number in range(len(components) - 1, -1, -1):
+        for member in components[number]:
+            for target in uses[member]:
+                if component_of[target] != number:
+                    users[component_of[target]] |= users[number] | members_of[number]
+    # In a cycle, the other members use it too.
+    return [(users[component_of[index]] | members_of[component_of[index]]) & ~(1 << index)
+            for index in range(len(modules))]
+
+
+def used_by(modules: Sequence[ModuleIndex],
+            symbol_reads: dict[int | None, dict[int, ModuleIndex]],
+            starts: list[int]) -> dict[int, int]:
+    """For each of `starts` (positions in `modules`), the bit set of the modules whose
+    classes or functions it uses, directly or through the classes and functions of those
+    it uses: the code its own may run into."""
+    uses = _uses(modules, symbol_reads)
+    found = {}
+    for start in starts:
+        bits, stack = 0, [start]
+        while stack:
+            for target in uses[stack.pop()]:
+                if not bits >> target & 1:
+                    bits |= 1 << target
+                    stack.append(target)
+        found[start] = bits
+    return found
+
+
+def _uses(modules: Sequence[ModuleIndex],
+          symbol_reads: dict[int | None, dict[int, ModuleIndex]]) -> list[list[int]]:
+    """For each module, the positions of the others whose classes or functions it uses."""
+    position = {id(module): index for index, module in enumerate(modules)}
+    return [sorted({position[key] for key in symbol_reads.get(id(module), {})
+                    if key in position} - {index})
+            for index, module in enumerate(modules)]

@@ -130,15 +130,15 @@ class ProjectFiles:
         for path in files:
             self.by_module.setdefault(module_name_for(path)[0], []).append(path)
         self.pending = set(files)
+        # The files parsed, by path: those read, and those parsed while looking for
+        # dependents but not read yet.
+        self._indexes: dict[Path, ModuleIndex] = {}
+        self._checked: dict[str, ModuleIndex] = {}  # those `dependents` was asked about
 
     def _read(self, path: Path, raw: bytes | None = None) -> ModuleIndex | None:
+        module = self._parsed(path, raw)
         self.pending.discard(path)
-        if raw is None and self.unsaved:
-            raw = self.unsaved.get(path.absolute())
-        try:
-            return load_file(path, str(path), self.max_size, raw, self.held).module
-        except InputError:
-            return None
+        return module
 
     def read_paths(self, paths: list[Path]) -> list[ModuleIndex]:
         """These files, those not read yet, in the order given."""
@@ -150,44 +150,183 @@ class ProjectFiles:
         return [m for m in map(self._read, paths) if m is not None]
 
     def dependents(self, checked: list[ModuleIndex]) -> list[ModuleIndex]:
-        """Files that name a class or function of the checked files, transitively
-        through the classes and functions of those files that lead to them (subclasses,
-        and code that uses them): the words of each file's text first, then a parse."""
-        names = {n for m in checked for n in (*m.top_level_classes, *m.functions)}
+        """Files whose code may reach the checked files: those that import a class or
+        function of theirs (directly, through a module that imports it in turn, or through
+        a package above it, which may re-export it), then those that import a class or
+        function of such a file whose code uses what it imported (subclasses, callers),
+        transitively. A file is parsed only when its words name one of those; a name it
+        defines itself, or imports from elsewhere, is not the checked one (transformers
+        copies `eager_attention_forward` into 371 files: by their words alone, one
+        model's dependents were the whole package, by their imports 7 files)."""
+        wanted = {f"{m.name}.{n}" for m in checked
+                  for n in (*m.top_level_classes, *m.functions)}
+        self._checked = {m.name: m for m in checked}
+        # The modules holding wanted names, and every package above one.
+        holders = _holders(wanted)
         found: list[ModuleIndex] = []
-        new_names = set(names)
+        new_names = set(wanted)
         # The words of each pending file, read once: a set intersection per file and
         # round stays linear in the text however many names the checked files define
         # (a search for each name took minutes with thousands of checked files).
         words_of: dict[Path, frozenset[bytes]] = {}
+        mentions_of: dict[Path, _Mentions] = {}
         while new_names and self.pending:
-            wanted = {n.encode() for n in new_names}
+            last_names = {name.rpartition(".")[2].encode() for name in new_names}
             new_names = set()
             for path in sorted(self.pending):
                 words = words_of.get(path)
+                text = None
                 if words is None:
-                    try:
-                        text = self.unsaved.get(path.absolute()) if self.unsaved else None
-                        if text is None:
-                            text = read_regular_file(path, str(path), self.max_size)
-                    except InputError:
-                        self.pending.discard(path)
+                    text = self._text(path)
+                    if text is None:
                         continue
                     words = words_of[path] = frozenset(_WORD_BYTES.findall(text))
-                else:
-                    text = None
-                if wanted.isdisjoint(words):
+                named = last_names.intersection(words)
+                if not named:
                     continue
-                module = self._read(path, text)
+                if text is None:
+                    text = self._text(path)
+                    if text is None:
+                        continue
+                mentions = mentions_of.get(path)
+                if mentions is None:
+                    mentions = mentions_of[path] = _Mentions(text)
+                named = {n for n in named if not mentions.all_its_own(n)}
+                if not named:
+                    continue
+                module = self._parsed(path, text)
                 if module is None:
                     continue
+                bound = self._bound_to(module, mentions, {n.decode() for n in named},
+                                       wanted, holders)
+                if not bound:
+                    continue  # it names them, but its names come from elsewhere
                 del words_of[path]
-                found.append(module)
-                new_names |= _leading_to(module, names) - names
-            names |= new_names
+                found.append(self._read(path))
+                new_names |= {f"{module.name}.{n}"
+                              for n in _leading_to(module, bound)} - wanted
+            wanted |= new_names
+            holders |= _holders(new_names)
         return found
 
+    def _bound_to(self, module: ModuleIndex, mentions: _Mentions, named: set[str],
+                  wanted: set[str], holders: set[str]) -> set[str]:
+        """The names through which `module`'s code reaches `wanted` classes and functions:
+        those its imports bind to them, and those it reads as attributes of a module
+        holding them or of a package above it (`torch.optim.SGD` after `import torch`)."""
+        bound = set()
+        for local, target in module.imports.items():
+            if target in holders:
+                bound.update(name for name in named if mentions.reads(local, name))
+            elif target.rpartition(".")[2] in named and self._leads_to(target, wanted,
+                                                                      holders):
+                bound.add(local)
+        for star in module.star_imports:
+            bound.update(name for name in named
+                         if self._leads_to(f"{star}.{name}", wanted, holders))
+        return bound
 
+    def _leads_to(self, qualname: str, wanted: set[str], holders: set[str],
+                  hops: int = 0) -> bool:
+        """Whether `qualname` names a `wanted` class or function: itself, or through
+        the imports of the project modules on the way (a package above a wanted module
+        is taken to re-export it)."""
+        if qualname in wanted:
+            return True
+        owner, _, name = qualname.rpartition(".")
+        if not owner:
+            return False
+        if owner in holders or hops >= _MAX_REEXPORT_HOPS:
+            return True
+        module = self._module_named(owner)
+        if module is None or name in module.functions or name in module.top_level_classes:
+            return False
+        if name in module.imports:
+            return self._leads_to(module.imports[name], wanted, holders, hops + 1)
+        return any(self._leads_to(f"{star}.{name}", wanted, holders, hops + 1)
+                   for star in module.star_imports)
+
+    def _module_named(self, name: str) -> ModuleIndex | None:
+        """A project module's index, parsed if it was not read yet (it stays pending:
+        it is added to the project only when a name resolves into it)."""
+        if name in self._checked:
+            return self._checked[name]
+        for path in self.by_module.get(name, ()):
+            module = self._indexes.get(path)
+            if module is None and path in self.pending:
+                module = self._parsed(path)
+            if module is not None:
+                return module
+        return None
+
+    def _parsed(self, path: Path, raw: bytes | None = None) -> ModuleIndex | None:
+        """A pending file's index, kept for when it is read (`_read`)."""
+        module = self._indexes.get(path)
+        if module is None:
+            if raw is None and self.unsaved:
+                raw = self.unsaved.get(path.absolute())
+            try:
+                module = load_file(path, str(path), self.max_size, raw, self.held).module
+            except InputError:
+                self.pending.discard(path)
+                return None
+            self._indexes[path] = module
+        return module
+
+    def _text(self, path: Path) -> bytes | None:
+        """A pending file's bytes (None, and no longer pending, where it cannot be read)."""
+        try:
+            text = self.unsaved.get(path.absolute()) if self.unsaved else None
+            return text if text is not None else read_regular_file(path, str(path),
+                                                                   self.max_size)
+        except InputError:
+            self.pending.discard(path)
+            return None
+
+
+def _holders(names: set[str]) -> set[str]:
+    """The modules holding `names` (qualified), and every package above one."""
+    holders = set()
+    for name in names:
+        parts = name.split(".")[:-1]
+        holders.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+    return holders
+
+
+class _Mentions:
+    """What a file's text names: the functions and classes it defines at its top level,
+    and the attributes read after each name (`torch.optim.SGD`: `optim` and `SGD`
+    after `torch`, read only when asked). Made for a file whose words name something
+    wanted."""
+
+    __slots__ = ("text", "defined", "_after")
+
+    def __init__(self, text: bytes):
+        self.text = text
+        self.defined = frozenset(_TOP_LEVEL_DEFINITION.findall(text))
+        self._after: dict[bytes, set[bytes]] | None = None
+
+    def all_its_own(self, name: bytes) -> bool:
+        """Whether the file defines `name` at its top level and reads no attribute of
+        that name: every mention is then its own (transformers copies
+        `eager_attention_forward` into 371 files; each of them named every other's)."""
+        return name in self.defined and re.search(
+            rb"\.\s*" + re.escape(name) + rb"\b", self.text) is None
+
+    def reads(self, base: str, name: str) -> bool:
+        """Whether the file reads `name` as an attribute of `base`, directly or further
+        down (`torch.optim.SGD` after `import torch`)."""
+        if self._after is None:
+            self._after = {}
+            for found, rest in _ATTRIBUTE_CHAIN.findall(self.text):
+                self._after.setdefault(found, set()).update(_WORD_BYTES.findall(rest))
+        return name.encode() in self._after.get(base.encode(), ())
+
+
+_TOP_LEVEL_DEFINITION = re.compile(rb"^(?:async\s+def|def|class)\s+(\w+)", re.MULTILINE)
+_ATTRIBUTE_CHAIN = re.compile(rb"\b([A-Za-z_]\w*)((?:\s*\.\s*[A-Za-z_]\w*)+)")
+# Re-exports followed before a name is taken to lead to the checked code.
+_MAX_REEXPORT_HOPS = 16
 # A word as `\b` bounds one: what a name in the code can be.
 _WORD_BYTES = re.compile(rb"\w+")
 _WORD = re.compile(r"\w+")
@@ -195,17 +334,30 @@ _WORD = re.compile(r"\w+")
 
 def _leading_to(module: ModuleIndex, names: set[str]) -> set[str]:
     """The classes and functions of `module` through which other code reaches `names`:
-    subclasses of those classes, and classes and functions whose code uses them (a
-    caller of such a function passes values on to the checked code)."""
-    def uses(function: FunctionInfo) -> bool:
-        text = function.source_text
-        return text is None or not names.isdisjoint(_WORD.findall(text))
+    subclasses of those classes, and classes and functions whose code uses them or uses
+    such a class or function of the module (a caller of such a function passes values
+    on to the checked code)."""
+    words: dict[int, frozenset[str] | None] = {}  # each function's, read once
 
-    leading = {f.name for f in module.functions.values() if uses(f)}
-    leading.update(c.name for c in module.classes.values()
-                   if any(b and b.rsplit(".", 1)[-1] in names for b in c.base_names)
-                   or any(uses(m) for m in c.methods.values()))
-    return leading
+    def uses(function: FunctionInfo, wanted: set[str]) -> bool:
+        key = id(function)
+        if key not in words:
+            text = function.source_text
+            words[key] = frozenset(_WORD.findall(text)) if text is not None else None
+        found = words[key]
+        return found is None or not wanted.isdisjoint(found)
+
+    reached = set(names)
+    while True:
+        leading = {f.name for f in module.functions.values() if uses(f, reached)}
+        leading.update(c.name for c in module.classes.values()
+                       if any(b and (b.split(".", 1)[0] in reached
+                                     or b.rsplit(".", 1)[-1] in reached)
+                              for b in c.base_names)
+                       or any(uses(m, reached) for m in c.methods.values()))
+        if leading <= reached:
+            return reached - names
+        reached |= leading
 
 
 def project_files_for(targets: list[Target], stdin, exclude: ExcludeMatcher,
