@@ -5,6 +5,10 @@ Plain data (names as written or qualified); no analysis code.
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
+from importlib import resources
+
 # ---- cstorch ---------------------------------------------------------------------------
 
 # A scheduler's closed form: `_get_closed_form()` from cstorch 2.5 on,
@@ -232,3 +236,14 @@ TORCH_DTYPES = frozenset({
 # Constructors from data: given a list or tuple, they read each tensor in it as a number
 # (`torch.tensor([t1, t2])`); given one tensor, they copy it.
 TENSORS_FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray"})
+
+
+@lru_cache(maxsize=1)
+def tensor_api() -> tuple[frozenset[str], frozenset[str]]:
+    """torch.Tensor's data attributes (`T`, `grad`, the metadata, and the fields of the
+    named tuples ops return, `x.max(dim=0).values`) and its methods, as
+    `data/tensor_api.json` lists them (`scripts/generate_tensor_api.py`)."""
+    text = resources.files("cslint").joinpath("data/tensor_api.json").read_text("utf-8")
+    data = json.loads(text)
+    return (frozenset(data["attributes"]) | frozenset(data["return_type_fields"]),
+            frozenset(data["methods"]))

@@ -20,6 +20,7 @@ from cslint.semantic.tensor_values.values import (
     holds_placeholder, value_signature, with_argument_placeholders, without_class,
 )
 from cslint.semantic.tensor_values.walker import FunctionWalker, literal_parameters_of
+from cslint.semantic.torch_api import tensor_api
 
 MAX_CALL_DEPTH = 24
 # Source characters of definitions parsed alone after which, between two entry points,
@@ -64,6 +65,7 @@ class TensorValueAnalysis:
         self.group_tensor_keys = self.class_attributes.group_tensor_keys
         self.shared_state_keys = self.class_attributes.shared_state_keys
         self.has_global_step = project.has_global_step
+        self.tensor_attributes, self.tensor_methods = tensor_api()
         self._summaries: dict[tuple, _Summary] = {}
         self._class_dependent: dict[tuple, bool] = {}
         self._class_free_summaries: dict[tuple, _Summary] = {}

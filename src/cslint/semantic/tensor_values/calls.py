@@ -153,6 +153,8 @@ class CallEvaluator:
                 return None
             if name in METADATA_METHODS or name in HOST_READ_METHODS or name in TRUTH_METHODS:
                 return None
+            if name not in walker.analysis.tensor_methods:
+                return None  # a subclass's method (`adj_t.has_value()`): its result unknown
             if name in ("equal", "allclose") and (receiver.device or any(
                     is_device(a) for a in self.args)):
                 walker.host_read(node, node, receiver, f"`.{name}()`")

@@ -323,7 +323,9 @@ class FunctionWalker(StatementWalker):
             return DEVICE if base is None or is_device(base) or (
                 isinstance(base, Marker) and base.kind != "device") else None
         if isinstance(base, Tensor):
-            if attr in METADATA_ATTRIBUTES:
+            # A method read without a call, or a name torch.Tensor lacks (a subclass's
+            # `edge_index.num_rows`, an object taken for a tensor): not a tensor we know.
+            if attr in METADATA_ATTRIBUTES or attr not in self.analysis.tensor_attributes:
                 return None
             return Tensor(base.device, (source_step(node), *base.why)[:4], base.scheduled,
                           base.boolean and attr in ("data", "T", "mT"), base.grouped)
