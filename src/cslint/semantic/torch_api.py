@@ -61,6 +61,12 @@ NON_TENSOR_TORCH = frozenset({
     "torch.promote_types", "torch.can_cast", "torch.get_default_device",
     "torch.is_nonzero",  # returns a bool: its call is a host read, checked separately
 })
+# Questions about how the code is being traced whose answer, while cstorch traces a step
+# (lazy tensors), is False: no TorchScript, JIT trace, FX trace or ONNX export runs.
+NOT_TRACING_UNDER_CSTORCH = frozenset({
+    "torch.jit.is_scripting", "torch.jit.is_tracing", "torch.onnx.is_in_onnx_export",
+    "torch.fx._symbolic_trace.is_fx_tracing",
+})
 # The modules whose functions are tensor ops: their result is a tensor like their
 # inputs. torch's other modules hold utilities whose results are flags, objects or
 # handles (`torch.optim.optimizer._default_to_fused_or_foreach(params, ...)` gives two

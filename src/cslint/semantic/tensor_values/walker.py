@@ -19,7 +19,7 @@ from cslint.semantic.tensor_values.values import (
     merged_into, sliced, source_step, stored_into,
 )
 from cslint.semantic.torch_api import DEVICE_ATTRIBUTES, DEVICE_TYPES, METADATA_ATTRIBUTES, \
-    TENSOR_TYPE_NAMES
+    NOT_TRACING_UNDER_CSTORCH, TENSOR_TYPE_NAMES
 from cslint.semantic.walker import StatementWalker, join_envs
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ class FunctionWalker(StatementWalker):
                 self._forget_conditions(node.target.id)
 
     def statement_If(self, node: ast.If) -> None:
-        decided = self._literal_test(node.test)
+        decided = self._decided(node.test)
         if decided is not None:
             # `if output_type == "np":` given "np": only that branch runs, and where it
             # returns, nothing after it in the block does.
@@ -515,7 +515,7 @@ class FunctionWalker(StatementWalker):
         return result.changed(boolean=True) if result is not None else None
 
     def eval_IfExp(self, node: ast.IfExp) -> Value:
-        decided = self._literal_test(node.test)
+        decided = self._decided(node.test)
         if decided is not None:
             return self.eval(node.body if decided else node.orelse)
         self.truth(node.test)
@@ -550,9 +550,30 @@ class FunctionWalker(StatementWalker):
             if chosen == name or flag == name:
                 del self.conditioned[chosen]
 
-    def _literal_test(self, test: ast.expr) -> bool | None:
-        """The outcome of a test of a literal parameter alone (`mode == "np"`, `mode is
-        None`, `flag`, `not flag`); None for any other test."""
+    def _decided(self, test: ast.expr) -> bool | None:
+        """The outcome of a test known before the step runs: of a literal parameter alone
+        (`mode == "np"`, `mode is None`, `flag`), or of a question about the tracing,
+        which on the system is no JIT script or trace, no FX trace and no ONNX export
+        (`torch.jit.is_tracing()`: False); with `not`, and `and`/`or` whose operands
+        are all known up to the one that decides (an earlier operand's truth is read).
+        None for any other test."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self._decided(test.operand)
+            return None if inner is None else not inner
+        if isinstance(test, ast.BoolOp):
+            deciding = isinstance(test.op, ast.Or)  # the outcome that ends the chain
+            for operand in test.values:
+                outcome = self._decided(operand)
+                if outcome is None:
+                    return None
+                if outcome is deciding:
+                    return deciding
+            return not deciding
+        if isinstance(test, ast.Call) and not test.args and not test.keywords:
+            dotted = dotted_name(test.func)
+            if dotted is not None and self.project.qualified_name(
+                    self.module, dotted) in NOT_TRACING_UNDER_CSTORCH:
+                return False
         if not self.literals:
             return None
         return literal_outcome(test, self.literals)
