@@ -83,7 +83,7 @@ class _CachedRun:
             if state is not None:
                 self.current[self.key(path)] = state
         self.entries = cache.entries(self.key(target.path) for target in targets)
-        self._changed_ids: dict[int, frozenset[int]] = {}
+        self._changed_ids_by_generation: dict[int, frozenset[int]] = {}
         self.held = {key: entry for key, entry in self.entries.items() if self._holds(key, entry)}
         self.saved: dict[str, Entry] = {}
         # Files whose code is analysed with every batch, since they may reach a held
@@ -118,18 +118,18 @@ class _CachedRun:
         state = self.current.get(key)
         if state is None or state.digest != entry.digest:
             return False
-        changed = self._changed_after(entry.generation)
+        changed = self._changed_ids_since(entry.generation)
         if not changed:
             return True
         depends = self.cache.depends_ids(entry)
         return depends is not None and depends.isdisjoint(changed)
 
-    def _changed_after(self, generation: int) -> frozenset[int]:
+    def _changed_ids_since(self, generation: int) -> frozenset[int]:
         """The ids of the known files changed since `generation`, or gone."""
-        found = self._changed_ids.get(generation)
+        found = self._changed_ids_by_generation.get(generation)
         if found is None:
             changed = self._changed_since(generation)
-            found = self._changed_ids[generation] = frozenset(
+            found = self._changed_ids_by_generation[generation] = frozenset(
                 state.id for path, state in self.known.items()
                 if state.id is not None and (path in changed or path not in self.current))
         return found
@@ -237,7 +237,7 @@ class _CachedRun:
                      if start != position[key] and bits >> position[key] & 1]
             if not users:
                 continue
-            changed = self._changed_after(entry.generation)
+            changed = self._changed_ids_since(entry.generation)
             recorded = self.cache.depends_ids(entry)
             if recorded is None or any(
                     file_id is None or (file_id in changed and file_id not in recorded)
