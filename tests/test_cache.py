@@ -244,6 +244,42 @@ def test_a_file_checked_again_reads_the_files_that_used_it(package, monkeypatch)
     assert alone[0] == [f for f in whole[0] if f[0].endswith("helpers.py")]
 
 
+def test_a_new_file_calling_a_held_file_is_seen_by_a_run_over_that_file(package):
+    """A pre-commit run over an unchanged file whose functions a new file now calls
+    (a finding appears in the unchanged file) reports what a whole-tree run does."""
+    findings(package, cached=True)
+    (package / "pkg" / "caller.py").write_text(
+        "import torch\nfrom pkg.helpers import gate\n\n\n"
+        "class Gate(torch.nn.Module):\n"
+        "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+        "        return gate(x)\n")
+    helpers = str(package / "pkg" / "helpers.py")
+    alone = findings(package, cached=True, paths=[helpers])
+    whole = findings(package, cached=False)
+    assert alone[0] == [f for f in whole[0] if f[0] == helpers]
+    assert any(f[2] == "CS201" and f[1].line == 12 for f in alone[0])
+
+
+def test_a_fixed_file_brings_the_callers_it_had_when_it_did_not_parse(package):
+    """relay.py did not parse, so no users of it were recorded; once fixed it calls a
+    helper, and user.py, unchanged, calls it from a traced forward: a run over the
+    helper's file alone reads user.py too (the files that import relay.py's names)."""
+    (package / "pkg" / "relay.py").write_text("def relay(x):\n    return x +\n")
+    (package / "pkg" / "user.py").write_text(
+        "import torch\nfrom pkg.relay import relay\n\n\n"
+        "class User(torch.nn.Module):\n"
+        "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+        "        return relay(x)\n")
+    findings(package, cached=True)
+    (package / "pkg" / "relay.py").write_text(
+        "from pkg.helpers import gate\n\n\ndef relay(x):\n    return gate(x)\n")
+    helpers = str(package / "pkg" / "helpers.py")
+    alone = findings(package, cached=True, paths=[helpers])
+    whole = findings(package, cached=False)
+    assert alone[0] == [f for f in whole[0] if f[0] == helpers]
+    assert any(f[2] == "CS201" and f[1].line == 12 for f in alone[0])
+
+
 @pytest.mark.parametrize("edit", [
     # The base class: the subclass's file must be checked again.
     ("pkg/base.py", "class Base(cstorch.optim.Optimizer):", "class Base(torch.nn.Module):"),

@@ -176,7 +176,8 @@ class _CachedRun:
             changed since with those that used theirs (a changed file may now call
             into the batch). What the batch reads is read as its names resolve. For a
             file with no entry: the files that name its classes and functions
-            (`ProjectFiles.dependents`)."""
+            (`ProjectFiles.dependents`), and so for a changed file whose users are not
+            known (new, or one that did not parse)."""
             changed = set(context)
             users: set[str] = set()
             unknown = []
@@ -188,10 +189,17 @@ class _CachedRun:
                 else:
                     users.update(recorded)
                     changed |= self._changed_since(entry.generation)
-            for entry in self.cache.entries(changed - batch_keys).values():
-                users.update(self.cache.users_paths(entry) or ())
+            others_changed = changed - batch_keys
+            without_users = set(others_changed)
+            for key, entry in self.cache.entries(others_changed).items():
+                recorded = self.cache.users_paths(entry)
+                if recorded is not None:
+                    users.update(recorded)
+                    without_users.discard(key)
             paths = sorted((p for p in others if self.key(p) in changed | users), key=_key)
-            return files.read_paths(paths) + files.dependents(unknown)
+            loaded = files.read_paths(paths)
+            unknown += [module for module in loaded if self.key(module.path) in without_users]
+            return loaded + files.dependents(unknown)
 
         part = type(self.result)()
         checked = self.run.check(part, batch, None, files, reaching)
