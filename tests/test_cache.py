@@ -244,6 +244,16 @@ def test_a_file_checked_again_reads_the_files_that_used_it(package, monkeypatch)
     assert alone[0] == [f for f in whole[0] if f[0].endswith("helpers.py")]
 
 
+def assert_gate_reached_in_a_run_over_helpers(package: Path) -> None:
+    """A cached run over helpers.py alone reports what a whole-tree run reports for it,
+    `gate`'s test of a tensor (line 12) among them."""
+    helpers = str(package / "pkg" / "helpers.py")
+    alone = findings(package, cached=True, paths=[helpers])
+    whole = findings(package, cached=False)
+    assert alone[0] == [f for f in whole[0] if f[0] == helpers]
+    assert any(f[2] == "CS201" and f[1].line == 12 for f in alone[0])
+
+
 def test_a_new_file_calling_a_held_file_is_seen_by_a_run_over_that_file(package):
     """A pre-commit run over an unchanged file whose functions a new file now calls
     (a finding appears in the unchanged file) reports what a whole-tree run does."""
@@ -253,11 +263,7 @@ def test_a_new_file_calling_a_held_file_is_seen_by_a_run_over_that_file(package)
         "class Gate(torch.nn.Module):\n"
         "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
         "        return gate(x)\n")
-    helpers = str(package / "pkg" / "helpers.py")
-    alone = findings(package, cached=True, paths=[helpers])
-    whole = findings(package, cached=False)
-    assert alone[0] == [f for f in whole[0] if f[0] == helpers]
-    assert any(f[2] == "CS201" and f[1].line == 12 for f in alone[0])
+    assert_gate_reached_in_a_run_over_helpers(package)
 
 
 def test_a_fixed_file_brings_the_callers_it_had_when_it_did_not_parse(package):
@@ -273,11 +279,7 @@ def test_a_fixed_file_brings_the_callers_it_had_when_it_did_not_parse(package):
     findings(package, cached=True)
     (package / "pkg" / "relay.py").write_text(
         "from pkg.helpers import gate\n\n\ndef relay(x):\n    return gate(x)\n")
-    helpers = str(package / "pkg" / "helpers.py")
-    alone = findings(package, cached=True, paths=[helpers])
-    whole = findings(package, cached=False)
-    assert alone[0] == [f for f in whole[0] if f[0] == helpers]
-    assert any(f[2] == "CS201" and f[1].line == 12 for f in alone[0])
+    assert_gate_reached_in_a_run_over_helpers(package)
 
 
 @pytest.mark.parametrize("edit", [
