@@ -29,17 +29,8 @@ def depends_on(modules: Sequence[ModuleIndex],
                symbol_reads: dict[int | None, dict[int, ModuleIndex]]) -> list[int]:
     """For each of `modules`, the bit set (over positions in `modules`) of the modules its
     findings depend on. Reads of modules not in `modules` are left out."""
-    position = {id(module): index for index, module in enumerate(modules)}
-
-    def graph(edges_by_origin: dict[int | None, dict[int, ModuleIndex]]) -> list[list[int]]:
-        read_by_all = {position[key] for key in edges_by_origin.get(None, {})
-                       if key in position}
-        return [sorted(({position[key] for key in edges_by_origin.get(id(module), {})
-                         if key in position} | read_by_all) - {index})
-                for index, module in enumerate(modules)]
-
     # reach: over every read, each component after the components it reaches.
-    edges = graph(reads)
+    edges = _graph(modules, reads)
     components, component_of = _strongly_connected(edges)
     reach_of: list[int] = [0] * len(components)
     for number, members in enumerate(components):
@@ -53,7 +44,7 @@ def depends_on(modules: Sequence[ModuleIndex],
     reach = [reach_of[component_of[index]] for index in range(len(modules))]
 
     # depends: from the users down to what they use, over the symbol reads.
-    uses = graph(symbol_reads)
+    uses = _graph(modules, symbol_reads)
     components, component_of = _strongly_connected(uses)
     depends_of: list[int] = []
     for members in components:
@@ -127,7 +118,7 @@ def users_of(modules: Sequence[ModuleIndex],
     """For each of `modules`, the bit set of the modules that use its classes or
     functions, directly or through classes and functions of others that do: the code
     that may run into its own (read with it when it is checked again)."""
-    uses = _uses(modules, symbol_reads)
+    uses = _graph(modules, symbol_reads)
     components, component_of = _strongly_connected(uses)
     members_of = [sum(1 << member for member in members) for members in components]
     # Each component is listed after those it reaches: from the last (which no other
@@ -149,7 +140,7 @@ def used_by(modules: Sequence[ModuleIndex],
     """For each of `starts` (positions in `modules`), the bit set of the modules whose
     classes or functions it uses, directly or through the classes and functions of those
     it uses: the code its own may run into."""
-    uses = _uses(modules, symbol_reads)
+    uses = _graph(modules, symbol_reads)
     found = {}
     for start in starts:
         bits, stack = 0, [start]
@@ -162,10 +153,12 @@ def used_by(modules: Sequence[ModuleIndex],
     return found
 
 
-def _uses(modules: Sequence[ModuleIndex],
-          symbol_reads: dict[int | None, dict[int, ModuleIndex]]) -> list[list[int]]:
-    """For each module, the positions of the others whose classes or functions it uses."""
+def _graph(modules: Sequence[ModuleIndex],
+           edges_by_origin: dict[int | None, dict[int, ModuleIndex]]) -> list[list[int]]:
+    """For each module, the positions of the others it reads (or whose classes and
+    functions it uses, given `symbol_reads`), those read through no name by all."""
     position = {id(module): index for index, module in enumerate(modules)}
-    return [sorted({position[key] for key in symbol_reads.get(id(module), {})
-                    if key in position} - {index})
+    read_by_all = {position[key] for key in edges_by_origin.get(None, {}) if key in position}
+    return [sorted(({position[key] for key in edges_by_origin.get(id(module), {})
+                     if key in position} | read_by_all) - {index})
             for index, module in enumerate(modules)]

@@ -115,7 +115,7 @@ class TensorValueAnalysis:
     def literal_parameters(self, function: FunctionInfo) -> frozenset[str]:
         """The parameters `function` tests alone against constants (`if output_type ==
         "np":`, `if flag:`) and never binds again: a literal a call gives one decides
-        the test (`FunctionWalker._literal_test`). Most functions have none, and their
+        the test (`FunctionWalker._decided`). Most functions have none, and their
         summaries stay one per argument values."""
         found = self._literal_parameters.get(function.key)
         if found is None:
