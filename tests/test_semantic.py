@@ -16,6 +16,7 @@ from cslint.semantic.module_index import ModuleIndex, build_module_index
 from cslint.semantic.official import load_official_api
 from cslint.semantic.project import ProjectIndex
 from cslint.source import SourceFile
+from helpers import lint_source
 
 STEP_CREATES = """
     def step(self, closure=None):
@@ -736,3 +737,54 @@ def test_a_definition_whose_lines_do_not_stand_alone_comes_from_the_whole_tree(t
     function = module.functions["f"]
     function.first_lineno = 2  # lines that start inside another statement
     assert function.node.name == "f" and module.held_tree is not None
+
+
+_FILLED_LISTS = '''
+import torch
+import cerebras.pytorch as cstorch
+
+
+def fill(group, out):
+    for p in group["params"]:
+        out.append(p)
+
+
+def fill_then_rebind(group, out):
+    out.append(group["params"][0])
+    out = []
+    return out
+
+
+def fill_starred(*lists):
+    for xs in lists:
+        xs.append(torch.ones(1))
+
+
+class Opt(cstorch.optim.Optimizer):
+    def preinitialize(self):
+        pass
+
+    def step(self):
+        for group in self.param_groups:
+            positional, by_keyword, rebound = [], [], []
+            fill(group, positional)
+            fill(group, out=by_keyword)
+            fill_then_rebind(group, rebound)
+            if positional[0].sum() > 0:  # the parameter, filled in by fill()
+                pass
+            if by_keyword[0].sum() > 0:  # the same, passed by keyword
+                pass
+            if rebound[0].sum() > 0:  # not known: the callee binds its name again
+                pass
+'''
+
+
+def test_a_list_a_callee_fills_holds_what_it_appended(tmp_path):
+    """torch's `self._init_group(group, params, grads, state_steps)` fills the step's
+    lists: the caller's list holds what the callee appended, by position or keyword;
+    not where the callee binds its parameter's name again."""
+    result = lint_source(_FILLED_LISTS, tmp_path)
+    lines = _FILLED_LISTS.splitlines()
+    found = sorted((f.location.line, f.code) for f in result.findings)
+    assert found == [(lines.index(line) + 1, "CS201") for line in lines
+                     if "filled in" in line or "by keyword" in line]

@@ -92,6 +92,11 @@ class Variant:
 
 
 VARIANTS: dict[tuple[str, str], dict[str, Variant]] = {
+    ("traced/torch_functional_layout.py", "FunctionalMomentum"): {
+        "foreach": Variant("the foreach update runs only with foreach=True",
+                           kwargs={"foreach": True},
+                           reaches="torch._foreach_add_(params, exp_avgs, alpha=-lr)"),
+    },
     ("optimizer_state/dict_methods.py", "UpdateAndOrAdam"): {
         "track_extremes": Variant("line 53 runs only for a group with track_extremes",
                                   group={"track_extremes": True},

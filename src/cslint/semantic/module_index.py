@@ -191,6 +191,31 @@ class FunctionInfo:
         return tuple(a.arg for a in (*args.posonlyargs, *args.args))
 
     @cached_property
+    def parameter_set(self) -> frozenset[str]:
+        """Every parameter's name: positional, keyword-only and starred."""
+        args = self.node.args
+        return frozenset(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                         *filter(None, (args.vararg, args.kwarg))))
+
+    @cached_property
+    def bound_names(self) -> frozenset[str]:
+        """The names its body (nested scopes too) binds: assigned, looped over, imported,
+        defined, caught."""
+        found = set()
+        for node in ast.walk(self.node):
+            kind = node.__class__
+            if kind is ast.Name and node.ctx.__class__ is not ast.Load:
+                found.add(node.id)
+            elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) \
+                    and node is not self.node:
+                found.add(node.name)
+            elif kind is ast.ExceptHandler and node.name:
+                found.add(node.name)
+            elif kind in (ast.Import, ast.ImportFrom):
+                found.update((a.asname or a.name).split(".")[0] for a in node.names)
+        return frozenset(found)
+
+    @cached_property
     def statements(self) -> list[ast.AST]:
         """`statements_and_calls` of the function, computed once for every analysis."""
         return statements_and_calls(self.node)

@@ -62,11 +62,24 @@ NON_TENSOR_TORCH = frozenset({
     "torch.is_nonzero",  # returns a bool: its call is a host read, checked separately
 })
 # Questions about how the code is being traced whose answer, while cstorch traces a step
-# (lazy tensors), is False: no TorchScript, JIT trace, FX trace or ONNX export runs.
+# (lazy tensors), is False: no TorchScript, JIT trace, FX trace or ONNX export runs, and
+# no Dynamo (cerebras-pytorch 2.10's backend never calls torch.compile or torch._dynamo;
+# torch.optim's `_get_value(step_t)` takes `.item()` there, as under cslint.cstorch).
 NOT_TRACING_UNDER_CSTORCH = frozenset({
     "torch.jit.is_scripting", "torch.jit.is_tracing", "torch.onnx.is_in_onnx_export",
-    "torch.fx._symbolic_trace.is_fx_tracing",
+    "torch.fx._symbolic_trace.is_fx_tracing", "torch.compiler.is_compiling",
+    "torch.compiler.is_dynamo_compiling", "torch._dynamo.is_compiling",
+    "torch._utils.is_compiling",
 })
+# torch.optim's helpers that its functional optimizers call on the step count and the lr
+# (and that the copies users port keep), by what each does with a tensor:
+# `_get_value(step_t)` is `step_t.item()` unless Dynamo compiles (cstorch traces lazy
+# tensors, not Dynamo graphs); `_to_scalar(lr)` squeezes it, `_stack_if_compiling(xs)`
+# gives it back, `_dispatch_sqrt(x)` (torch before 2.4) is `x.sqrt()`.
+OPTIM_HELPERS_READING_VALUE = frozenset({"torch.optim.optimizer._get_value"})
+OPTIM_HELPERS_GIVING_ARGUMENT = frozenset({"torch.optim.optimizer._to_scalar",
+                                           "torch.optim.optimizer._stack_if_compiling"})
+OPTIM_HELPERS_COMPUTING = frozenset({"torch.optim.optimizer._dispatch_sqrt"})
 # The modules whose functions are tensor ops: their result is a tensor like their
 # inputs. torch's other modules hold utilities whose results are flags, objects or
 # handles (`torch.optim.optimizer._default_to_fused_or_foreach(params, ...)` gives two

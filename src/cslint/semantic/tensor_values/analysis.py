@@ -32,17 +32,22 @@ DEFINITIONS_HELD_WHILE_WALKING = 4_000_000
 
 
 class _Summary:
-    """A function's analysis under one argument signature. `returned` and `open_facts`
-    (facts whose chain ends in an argument's chain) hold placeholders of `owner`, filled
-    in at each call site."""
+    """A function's analysis under one argument signature. `returned`, `open_facts`
+    (facts whose chain ends in an argument's chain) and `filled` (what the lists and
+    dicts given as arguments hold after the call, by position in the bindings: torch's
+    `self._init_group(group, params, grads, state_steps)` appends to the caller's
+    lists) hold placeholders of `owner`, filled in at each call site."""
 
-    __slots__ = ("returned", "open_facts", "owner", "per_call")
+    __slots__ = ("returned", "open_facts", "owner", "per_call", "filled")
 
-    def __init__(self, returned: Value, open_facts: list, owner: object):
+    def __init__(self, returned: Value, open_facts: list, owner: object,
+                 filled: tuple = ()):
         self.returned = returned
         self.open_facts = open_facts
         self.owner = owner
-        self.per_call = bool(open_facts) or holds_placeholder(returned, owner)
+        self.filled = filled
+        self.per_call = bool(open_facts) or holds_placeholder(returned, owner) or any(
+            holds_placeholder(value, owner) for _, value in filled)
 
 
 class TensorValueAnalysis:
@@ -183,9 +188,12 @@ class TensorValueAnalysis:
     # ---- summaries ----------------------------------------------------------------------
 
     def summary(self, function: FunctionInfo, ref: ClassRef | None, bindings: tuple,
-                closure: dict | None = None, literals: tuple = ()) -> Value:
+                closure: dict | None = None, literals: tuple = (),
+                filled_out: list | None = None) -> Value:
         """Analyse `function` under these argument values (and the literals the call
-        gives the parameters it tests: `literal_parameters`); its return value."""
+        gives the parameters it tests: `literal_parameters`); its return value. What
+        the lists and dicts given as arguments hold after the call goes to
+        `filled_out`, as (position in `bindings`, value)."""
         if self.is_host_function(function):
             return None  # step closures run on the host with real values
         bindings = self._declared(function, bindings)
@@ -207,11 +215,16 @@ class TensorValueAnalysis:
             found = self._computed(key, class_free_key, function, ref, bindings, closure,
                                    literals)
         if not found.per_call:
+            if filled_out is not None:
+                filled_out.extend(found.filled)
             return found.returned
         chains = argument_chains(bindings)
         owner = found.owner
         for fact in found.open_facts:
             self.record(with_chain(fact, filled_chain(fact.chain, owner, chains)))
+        if filled_out is not None:
+            filled_out.extend((index, filled(value, owner, chains))
+                              for index, value in found.filled)
         return filled(found.returned, owner, chains)
 
     def _computed(self, key: tuple, class_free_key: tuple, function: FunctionInfo,
@@ -230,12 +243,13 @@ class TensorValueAnalysis:
                                     literals)
             walker.run()
             result = walker.returned
+            kept = walker.filled_arguments()
         finally:
             self._depth -= 1
             self._in_progress.discard(key)
             used_class = self._class_use.pop()
             self._open.pop()
-        computed = _Summary(result, open_facts, owner)
+        computed = _Summary(result, open_facts, owner, kept)
         self._summaries[key] = computed
         self._class_dependent[key] = used_class
         if used_class:

@@ -16,7 +16,8 @@ from cslint.semantic.torch_api import (
     BOOLEAN_OPS, COMPILE, CREATION_SIZE_FUNCTIONS, DATA_DEPENDENT_SHAPE, DEVICE_FUNCTIONS,
     FOREACH_NUMBER_ARGUMENTS, FOREACH_SCALAR_ARGUMENTS, is_tensor_op,
     HOST_BUILTINS, HOST_READ_METHODS, ITERATION_BUILTINS, LOG_METHODS, LOGGER_NAMES,
-    METADATA_METHODS, NON_TENSOR_TORCH, SCALAR_ARGUMENTS, SIZE_METHODS, TENSORS_FROM_DATA,
+    METADATA_METHODS, NON_TENSOR_TORCH, OPTIM_HELPERS_COMPUTING, OPTIM_HELPERS_GIVING_ARGUMENT,
+    OPTIM_HELPERS_READING_VALUE, SCALAR_ARGUMENTS, SIZE_METHODS, TENSORS_FROM_DATA,
     TRUTH_METHODS,
 )
 
@@ -120,6 +121,8 @@ class CallEvaluator:
                 return self.host_library(qualified)
             if qualified.startswith("logging.") and qualified.rsplit(".", 1)[-1] in LOG_METHODS:
                 return self.logged()
+            if qualified == "typing.cast":  # the value itself (`cast(float, -lr * m)`)
+                return self.args[1] if len(self.args) == 2 and not node.keywords else None
             if qualified in COMPILE:
                 return Marker("module")
             if qualified in DEVICE_FUNCTIONS:
@@ -222,6 +225,7 @@ class CallEvaluator:
         """`xs.append(x)` and the like: `xs` (a local name) holds `container` from now on."""
         if isinstance(self.func.value, ast.Name):
             self.walker.env[self.func.value.id] = container
+            self.walker.note_filled(self.func.value.id, container)
 
     def with_entries(self, mapping: Container, sources: list[Value]) -> Container:
         """`mapping` with the entries of `sources` (dicts or key-value pairs) and of the
@@ -320,9 +324,28 @@ class CallEvaluator:
         for function, ref, closure, bound in callee.targets:
             bindings = self.bindings(function, bound, ref)
             literals = self.literals(function, bound)
+            filled_out: list = []
             result = join(result, walker.analysis.summary(function, ref or walker.ref, bindings,
-                                                           closure, literals))
+                                                           closure, literals, filled_out))
+            for index, value in filled_out:
+                self.fill_argument(function, bound, index, value)
         return result
+
+    def fill_argument(self, function: FunctionInfo, bound: bool, index: int,
+                      value: Value) -> None:
+        """The caller's name given as the parameter at `index` (of the bindings) holds
+        what the callee filled it with, too."""
+        names = [*function.parameter_names, *(a.arg for a in function.node.args.kwonlyargs)]
+        name = names[index]
+        given = next((k.value for k in self.node.keywords if k.arg == name), None)
+        position = index - _first_argument(function, bound)
+        if given is None and index < len(function.parameter_names) and \
+                0 <= position < len(self.node.args) and not any(
+                    isinstance(a, ast.Starred) for a in self.node.args[:position + 1]):
+            given = self.node.args[position]
+        if isinstance(given, ast.Name):
+            env = self.walker.env
+            env[given.id] = join(env.get(given.id), value)
 
     def literals(self, function: FunctionInfo, bound: bool) -> tuple:
         """The literals this call gives the parameters `function` tests alone
@@ -539,6 +562,15 @@ class CallEvaluator:
                     if is_device(value):
                         walker.truth_test(node, arg, value)
             return None
+        if qualified in OPTIM_HELPERS_READING_VALUE:
+            for arg, value in zip(node.args[:1], self.args):
+                if is_device(value):
+                    walker.host_read(arg, arg, value, f"`{qualified}()` (`.item()`)")
+            return None
+        if qualified in OPTIM_HELPERS_GIVING_ARGUMENT:
+            return self.args[0] if len(self.args) == 1 and not node.keywords else None
+        if qualified in OPTIM_HELPERS_COMPUTING:
+            return combine(self.args[:1], node) if len(self.args) == 1 else None
         if qualified in ("torch.equal", "torch.allclose"):
             device = [v for v in self.args if is_device(v)]
             if device:

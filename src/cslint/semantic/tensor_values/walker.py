@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from cslint.semantic.tensor_values.analysis import TensorValueAnalysis
 
 
+# Unary operators of arithmetic (`not` takes a truth value).
+_SIGNS = frozenset({ast.USub, ast.UAdd, ast.Invert})
 # The source of a param-group tensor the optimizer makes where it is set up.
 GROUP_TENSOR = "`{}` is a param-group tensor made where the optimizer is set up"
 GLOBAL_STEP = "`{}` is cstorch's global step (enable_global_step=True), a tensor"
@@ -61,11 +63,31 @@ class FunctionWalker(StatementWalker):
             self.env[name] = value
         self.condition = Condition.EXPRESSION  # where a truth value taken now is taken
         self.returned: Value = None
+        # The parameters a list's or dict's method filled (`grads.append(p.grad)`), with
+        # every value they held after one: what the caller's container holds after.
+        self.filled: dict[str, Value] = {}
         self.in_closed_form = isinstance(bindings[0] if bindings else None, Marker) and \
             bindings[0].kind == "scheduler_self"
 
     def run(self) -> None:
         self.block(self.function.node.body)
+
+    def note_filled(self, name: str, container: Value) -> None:
+        """`name` holds `container` after one of its methods added entries."""
+        if name in self.function.parameter_set:
+            self.filled[name] = join(self.filled.get(name), container)
+
+    def filled_arguments(self) -> tuple:
+        """(position in the bindings, value) of each parameter a container method filled
+        and the function never binds again: the caller's list or dict is the one
+        filled."""
+        if not self.filled:
+            return ()
+        rebound = self.function.bound_names
+        names = [*self.function.parameter_names,
+                 *(a.arg for a in self.function.node.args.kwonlyargs)]
+        return tuple((index, self.filled[name]) for index, name in enumerate(names)
+                     if name in self.filled and name not in rebound)
 
     # ---- facts ---------------------------------------------------------------------
 
@@ -101,6 +123,42 @@ class FunctionWalker(StatementWalker):
                 and isinstance(node.value.test, ast.Name) \
                 and node.value.test.id != node.targets[0].id:
             self.conditioned[node.targets[0].id] = (node.value.test.id, choice[1], choice[2])
+        elif self.conditioned and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            self._condition_derived(node.targets[0].id, node.value)
+
+    def _condition_derived(self, name: str, expression: ast.expr) -> None:
+        """`b = 1 - beta ** step` after `step = step_t if capturable else
+        _get_value(step_t)`: `b` holds on each side of `capturable` what `step`'s side
+        gives (torch's RAdam tests `rho_t > 5.0` only where `step` is a number). Of
+        arithmetic alone, which records nothing, evaluated again with each side."""
+        flags = set()
+        for part in ast.walk(expression):
+            kind = part.__class__
+            if kind is ast.Name:
+                chosen = self.conditioned.get(part.id)
+                if chosen is not None:
+                    flags.add(chosen[0])
+            elif kind is ast.Constant:
+                if not isinstance(part.value, (int, float, complex)):
+                    return
+            elif kind not in (ast.BinOp, ast.UnaryOp) and not isinstance(
+                    part, (ast.operator, ast.expr_context)) and kind not in _SIGNS:
+                return
+        if len(flags) != 1:
+            return
+        flag = flags.pop()
+        if flag == name:
+            return
+        before = self.env
+        sides = []
+        for position in (1, 2):
+            self.env = {**before, **{chosen: sides_of[position]
+                                     for chosen, sides_of in self.conditioned.items()
+                                     if sides_of[0] == flag}}
+            self.assign(ast.Name(name, ast.Store()), self.eval(expression), expression)
+            sides.append(self.env[name])
+        self.env = before
+        self.conditioned[name] = (flag, sides[0], sides[1])
 
     def statement_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
