@@ -49,6 +49,7 @@ from cslint.fixes.apply import CSTORCH_IMPORT, Edit, _parses, cstorch_import_edi
 from cslint.fixes.syntax import CallIndex
 from cslint.port.branches import ALLOCATING as _ALLOCATING, Helpers
 from cslint.semantic.module_index import dotted_name
+from cslint.semantic.torch_api import OPTIM_HELPERS_READING_VALUE
 from cslint.source import SourceFile
 
 RUNTIME_IMPORT = "import cslint.cstorch as cstorch"
@@ -659,9 +660,10 @@ class _Rewriter:
     def handed_back_edits(self) -> list[Edit]:
         """`_get_value(step_t)` in what an optimizer's step runs, where the project's
         `_get_value(x)` only hands its argument back, read on the host when it is a tensor
-        (timm's `x.item() if isinstance(x, torch.Tensor) else x`): the argument itself. A
-        Python number comes back the same; a tensor stays one on the device (CS204 in the
-        helper otherwise)."""
+        (timm's `x.item() if isinstance(x, torch.Tensor) else x`), or torch.optim's own
+        (imported from `torch.optim.optimizer`): the argument itself. A Python number
+        comes back the same; a tensor stays one on the device (CS204 in the helper
+        otherwise)."""
         edits, helper_names = [], set()
         for owner, function in self._traced_functions():
             for node in ast.walk(function):
@@ -670,7 +672,10 @@ class _Rewriter:
                         and not isinstance(node.args[0], ast.Starred)):
                     continue
                 found = self.helpers.resolve(node, owner) if self.helpers else None
-                if found is None or found[2] or not _hands_back_its_argument(found[0]):
+                if found is None:
+                    if _imported_as(self.tree, node.func.id) not in OPTIM_HELPERS_READING_VALUE:
+                        continue
+                elif found[2] or not _hands_back_its_argument(found[0]):
                     continue
                 helper_names.add(node.func.id)
                 argument, statement = node.args[0], self.parents.get(id(node))
@@ -1812,10 +1817,17 @@ class _LazyStatePlan:
         == 2:` (a test of options or of shapes) over such work and creations; no value
         of the gradient or of the state is read (what preinitialize cannot have)."""
         names: set[str] = set()
+        checks: list[ast.stmt] = []
 
         def local_work(node: ast.stmt) -> bool:
             if isinstance(node, ast.Pass):
                 return True
+            if _validates(node):
+                # (`if group["fused"]: _device_dtype_check_for_fused(p)`: checked where
+                # the state is made, once per parameter, as on the first step)
+                checks.append(node)
+                return not _mentions(node, state_name) and not _mentions_grad(node) \
+                    and not _loaded_names(node) & gradients
             if isinstance(node, ast.FunctionDef):
                 # A helper of the creations (timm's Adafactor: `def _remove_dim(shape,
                 # dim)`), reading neither the state nor the gradient.
@@ -1845,7 +1857,7 @@ class _LazyStatePlan:
                 and not _mentions(node.value, state_name) \
                 and not _reads_values_of(node.value, gradients, param)
 
-        if not local_work(statement) or not names:
+        if not local_work(statement) or not (names or checks):
             return False
         inside = {id(n) for n in ast.walk(guard)}
         # Read elsewhere only after being bound again (timm's Adafactor binds `dim_col,
@@ -3182,6 +3194,30 @@ def _module_alias(tree: ast.Module, module: str) -> str | None:
             for alias in statement.names:
                 if alias.name == module:
                     return alias.asname or alias.name
+    return None
+
+
+# torch.optim's checks of a parameter that its optimizers run where they make its state:
+# they raise or return nothing.
+_PARAMETER_CHECKS = frozenset({"_device_dtype_check_for_fused"})
+
+
+def _validates(statement: ast.stmt) -> bool:
+    """A statement that only checks: `raise ...`, or a call of one of torch.optim's
+    checks of a parameter."""
+    if isinstance(statement, ast.Raise):
+        return True
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
+        and (dotted_name(statement.value.func) or "").rsplit(".", 1)[-1] in _PARAMETER_CHECKS
+
+
+def _imported_as(tree: ast.Module, name: str) -> str | None:
+    """What the module-level `from m import x as name` brings in as `name`: `m.x`."""
+    for statement in tree.body:
+        if isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
+            for alias in statement.names:
+                if (alias.asname or alias.name) == name:
+                    return f"{statement.module}.{alias.name}"
     return None
 
 
