@@ -1391,6 +1391,27 @@ def test_verify_imports_a_module_of_a_package_whose_init_cannot_be_imported(
     assert verified["PackagedSGD"].numbers_equal and verified["PackagedSGD"].strict_clean
 
 
+def test_verify_runs_a_port_with_the_ports_of_the_files_it_imports(tmp_path: Path):
+    """Two files of a package ported together (torch's adamw.py: `from .adam import
+    Adam`): the port of the subclass runs on the port of its base, not the original."""
+    from cslint.port.verify import verify_ports
+
+    package = tmp_path / "optimizers"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "adam.py").write_bytes((FIXTURES / "port" / "adam.in.py").read_bytes())
+    base = port_file(str(package / "adam.py"), Config())
+    name = base.classes[0].name
+    (package / "adamw.py").write_text(
+        f"from .adam import {name}\n\n\nclass Decoupled({name}):\n    pass\n")
+    child = port_file(str(package / "adamw.py"), Config())
+    verified = verify_ports([(str(package / "adam.py"), base.ported, [name]),
+                             (str(package / "adamw.py"), child.ported, ["Decoupled"])],
+                            steps=8)
+    result = verified[1]["Decoupled"]
+    assert (result.numbers_equal, result.strict_clean, result.problem) == (True, True, None)
+
+
 NO_DEFAULT_LR = '''\
 import torch
 from torch.optim.optimizer import Optimizer, required

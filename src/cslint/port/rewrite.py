@@ -1576,9 +1576,35 @@ class _LazyStatePlan:
         for (_, state_name), guards in by_method.items():
             where = self.r._function_of(guards[0])
             if self._build_one(methods, where, state_name, guards):
+                self.edits.extend(self._made_again_at_setup(methods.get("__init__"), guards,
+                                                            state_name))
                 return True
             self.edits.clear()
         return False
+
+    def _made_again_at_setup(self, init: ast.FunctionDef | None, guards: list[ast.If],
+                             state_name: str) -> list[Edit]:
+        """torch's Adagrad makes its state in `__init__` too (`for group in
+        self.param_groups: for p in group["params"]: state = self.state[p];
+        state["sum"] = ...`): where preinitialize now makes every key such a loop makes,
+        the loop goes (it would replace preinitialize's tensors after it ran)."""
+        if init is None:
+            return []
+        moved = {key for guard in guards for key in _state_keys_stored(guard, {state_name})}
+        edits = []
+        for statement in init.body:
+            if not (isinstance(statement, ast.For)
+                    and dotted_name(statement.iter) == "self.param_groups"):
+                continue
+            aliases = {n.targets[0].id for n in ast.walk(statement)
+                       if isinstance(n, ast.Assign) and len(n.targets) == 1
+                       and isinstance(n.targets[0], ast.Name)
+                       and isinstance(n.value, ast.Subscript)
+                       and dotted_name(n.value.value) == "self.state"}
+            keys = _state_keys_stored(statement, aliases)
+            if keys and keys <= moved and _only_makes_state(statement, aliases):
+                edits.append(_removal(self.r, statement))
+        return edits
 
     def _build_one(self, methods: dict[str, ast.FunctionDef], where: ast.FunctionDef,
                    state_name: str, guards: list[ast.If]) -> bool:
@@ -2822,6 +2848,40 @@ def _own_nodes(node: ast.AST, loops: bool = True):
                     not loops and isinstance(child, (ast.For, ast.AsyncFor, ast.While)):
                 continue
             pending.append(child)
+
+
+def _state_keys_stored(node: ast.AST, containers: set[str]) -> set[str]:
+    """The constant keys stored under `node` into one of `containers` (names bound to a
+    parameter's state) or into `self.state[p]` itself."""
+    keys = set()
+    for target in ast.walk(node):
+        if isinstance(target, ast.Subscript) and isinstance(target.ctx, ast.Store) \
+                and isinstance(target.slice, ast.Constant) \
+                and isinstance(target.slice.value, str) and (
+                    isinstance(target.value, ast.Name) and target.value.id in containers
+                    or isinstance(target.value, ast.Subscript)
+                    and dotted_name(target.value.value) == "self.state"):
+            keys.add(target.slice.value)
+    return keys
+
+
+def _only_makes_state(loop: ast.For, containers: set[str]) -> bool:
+    """Whether `loop` only binds locals and stores into a parameter's state: loops, `if`s
+    and assignments, no call outside an assigned value."""
+    for statement in ast.walk(loop):
+        if isinstance(statement, ast.stmt) and not isinstance(
+                statement, (ast.For, ast.If, ast.Assign, ast.AnnAssign, ast.Pass)):
+            return False
+        if isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) \
+                else [statement.target]
+            for target in targets:
+                if not (isinstance(target, ast.Name) or isinstance(target, ast.Subscript)
+                        and (isinstance(target.value, ast.Name)
+                             and target.value.id in containers
+                             or dotted_name(target.value) == "self.state")):
+                    return False
+    return True
 
 
 def _removal(r: _Rewriter, statement: ast.stmt) -> Edit:

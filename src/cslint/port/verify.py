@@ -126,6 +126,23 @@ def _package_of(path: str) -> tuple[str, str]:
 
 # ---- the subprocess ----------------------------------------------------------------------
 
+# The package the ports of a package's files are modules of, beside the original.
+PORTED_PACKAGE = "_cslint_ported"
+
+
+class _PortedFiles:
+    """Finds the ported file of a module of `PORTED_PACKAGE` (a meta path finder)."""
+
+    def __init__(self, paths: dict[str, str]):
+        self.paths = paths
+
+    def find_spec(self, name, path=None, target=None):
+        import importlib.util
+
+        found = self.paths.get(name)
+        return importlib.util.spec_from_file_location(name, found) if found else None
+
+
 def _child() -> None:
     import importlib.util
     import types
@@ -170,6 +187,27 @@ def _child() -> None:
         spec.loader.exec_module(module)
         return module
 
+    # The ports of a package's files are its modules under a package of their own, so
+    # that a port's relative import of a file also ported (`from .adam import Adam` in
+    # AdamW's) gets the port; of another file, the original.
+    ported_modules: dict[str, str] = {}
+    for file in request["files"]:
+        root, package = _package_of(file["original"])
+        if package:
+            stem = os.path.splitext(os.path.basename(file["original"]))[0]
+            ported_modules[f"{PORTED_PACKAGE}.{package}.{stem}"] = file["ported"]
+            folder = root
+            for depth, part in enumerate(package.split(".")):
+                folder = os.path.join(folder, part)
+                dotted = ".".join([PORTED_PACKAGE, *package.split(".")[:depth + 1]])
+                if dotted not in sys.modules:
+                    shadow = types.ModuleType(dotted)
+                    shadow.__path__ = [folder]
+                    sys.modules[dotted] = shadow
+    if ported_modules:
+        sys.modules.setdefault(PORTED_PACKAGE, types.ModuleType(PORTED_PACKAGE))
+        sys.meta_path.insert(0, _PortedFiles(ported_modules))
+
     results: list[dict[str, dict]] = []
     for index, file in enumerate(request["files"]):
         folder = os.path.dirname(file["original"])
@@ -178,7 +216,10 @@ def _child() -> None:
         answers: dict[str, dict] = {}
         try:
             original = load(file["original"], f"_cslint_original_{index}")
-            ported = load(file["ported"], f"_cslint_ported_{index}")
+            shadow = next((name for name, path in ported_modules.items()
+                           if path == file["ported"]), None)
+            ported = importlib.import_module(shadow) if shadow else \
+                load(file["ported"], f"_cslint_ported_{index}")
         except Exception as error:  # noqa: BLE001 - the user's module: report, do not crash
             problem = f"cannot import: {type(error).__name__}: {error}".splitlines()[0]
             answers = {name: {"numbers_equal": None, "strict_clean": None, "problem": problem}
