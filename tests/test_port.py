@@ -1815,3 +1815,55 @@ def test_swapped_entries_keep_crlf_line_endings(tmp_path: Path):
     ported = port_file(str(path), Config()).ported
     golden = (FIXTURES / "port" / "swapped_entries.out.py").read_bytes()
     assert ported == golden.replace(b"\n", b"\r\n")
+
+
+_CHOSEN_UPDATE = '''\
+import torch
+from torch.optim import Optimizer
+
+
+def _single_tensor(params, grads, state_steps):
+    for param, grad, step in zip(params, grads, state_steps):
+        step += 1
+        if step.item() > 1:
+            param.add_(grad, alpha=-0.1)
+
+
+def _multi_tensor(params, grads, state_steps):
+    torch._foreach_add_(state_steps, 1)
+    torch._foreach_add_(params, grads, alpha=-0.1)
+
+
+def update(params, grads, state_steps, foreach=False):
+    func = _multi_tensor if foreach else _single_tensor
+    func(params, grads, state_steps)
+
+
+class Chosen(Optimizer):
+    def __init__(self, params, lr=0.1, foreach=False):
+        super().__init__(params, dict(lr=lr, foreach=foreach))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            params, grads, steps = [], [], []
+            for p in group["params"]:
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = torch.zeros(())
+                params.append(p)
+                grads.append(p.grad)
+                steps.append(state["step"])
+            update(params, grads, steps, group["foreach"])
+'''
+
+
+def test_what_is_left_in_a_function_the_class_names_to_call_later_is_left_in_it(
+        tmp_path: Path):
+    """torch's layout: `adam()` picks `func = _single_tensor_adam` and calls `func(...)`:
+    a finding left in `_single_tensor_adam` is left in the class, not ported."""
+    path = tmp_path / "chosen.py"
+    path.write_text(_CHOSEN_UPDATE)
+    ported = port_file(str(path), Config())
+    [found] = ported.classes
+    assert (found.name, found.ported, found.remaining) == ("Chosen", False, ("CS204",))

@@ -246,15 +246,16 @@ def _classes(linted: LintResult, shown: str) -> list[PortedClass]:
 
 
 def _called_functions(owner: ast.AST, functions: dict[str, ast.AST]) -> list[str]:
-    """The names of `functions` that code in `owner` calls by name, and those they call."""
+    """The names of `functions` that code in `owner` calls by name or names to call later
+    (torch's `func = _single_tensor_adam`), and those they call."""
     found: list[str] = []
     pending = [owner]
     while pending:
         for node in ast.walk(pending.pop()):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                    and node.func.id in functions and node.func.id not in found:
-                found.append(node.func.id)
-                pending.append(functions[node.func.id])
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) \
+                    and node.id in functions and node.id not in found:
+                found.append(node.id)
+                pending.append(functions[node.id])
     return found
 
 
