@@ -638,7 +638,12 @@ class _Rewriter:
     def expression_edits(self) -> list[Edit]:
         candidates: list[Edit] = []
         for finding in self.coded("CS204"):
-            edit = self._math_call(finding) or self._dropped_item(finding)
+            edit = self._math_call(finding) or self._dropped_item(finding) or \
+                self._capturable_branch(finding)
+            if edit is not None:
+                candidates.append(edit)
+        for finding in self.coded("CS201") + self.coded("CS203"):
+            edit = self._capturable_branch(finding)
             if edit is not None:
                 candidates.append(edit)
         if self.torch is None:  # only `math.pow` -> `**` needs no torch
@@ -951,6 +956,60 @@ class _Rewriter:
                 if method is not None else "    "
             head += _newline(self.text) + indent + unit
         return f"{head}{value})"
+
+    def _capturable_branch(self, finding: Finding) -> Edit | None:
+        """torch.optim's functional updates keep two paths under their `capturable`
+        parameter: one of tensor ops only, safe to capture in a graph (what cstorch
+        traces), and one that reads the step on the host. A finding on the host path of
+        `if capturable: ... else: ...` (or in `if capturable or t.item() != 1:`, or under
+        `if not capturable:`) -> the graph-safe path alone, whatever the option (its
+        numbers are the same, up to rounding: verify compares them)."""
+        for node in self.by_location.get(finding.location, ()):
+            for statement in self.ancestors(node):
+                if not isinstance(statement, ast.If):
+                    continue
+                kept = self._capturable_side(statement, node)
+                if kept is None:
+                    continue
+                function = self._function_of(statement)
+                head = self.source.line_text(statement.lineno)
+                if function is None or "capturable" not in {
+                        a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)} \
+                        or head[statement.col_offset:].startswith("elif"):
+                    return None
+                indent, inner = self.indent_of(statement), self.indent_of(kept[0])
+                first = kept[0].lineno
+                while self.source.line_text(first - 1).strip().startswith("#"):
+                    first -= 1
+                newline = _newline(self.text)
+                lines = [self.source.line_text(n).rstrip("\r\n")
+                         for n in range(first, kept[-1].end_lineno + 1)]
+                text = newline.join(indent + line[len(inner):] if line.startswith(inner)
+                                    else line for line in lines) + newline
+                end = self.line_start(statement.end_lineno + 1) \
+                    if statement.end_lineno < len(self.source.lines) else len(self.text)
+                return Edit(self.line_start(statement.lineno), end, text)
+        return None
+
+    @staticmethod
+    def _capturable_side(statement: ast.If, node: ast.AST) -> list[ast.stmt] | None:
+        """The graph-safe block of `statement` when `node` is on its other side."""
+        test = statement.test
+
+        def within(block: list[ast.stmt] | ast.expr) -> bool:
+            nodes = block if isinstance(block, list) else [block]
+            return any(node is n for part in nodes for n in ast.walk(part))
+
+        if isinstance(test, ast.Name) and test.id == "capturable":
+            return statement.body if within(statement.orelse) else None
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and \
+                isinstance(test.operand, ast.Name) and test.operand.id == "capturable":
+            return statement.orelse or None if within(statement.body) else None
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and \
+                isinstance(test.values[0], ast.Name) and test.values[0].id == "capturable":
+            return statement.body if within(test.values[1:]) or within(statement.orelse) \
+                else None
+        return None
 
     def _dropped_item(self, finding: Finding) -> Edit | None:
         """`t.item()` whose number feeds only tensor arithmetic (an operand of `+`, `*`,
