@@ -1031,14 +1031,21 @@ class _Rewriter:
         """Whether the value of `node` is used only as a tensor may be: see
         `_dropped_item`."""
         parent = self.parents.get(id(node))
+        # (`max(eps, t.norm().item() / n)`: the port makes Python's min and max of a
+        # tensor torch.clamp / torch.minimum / torch.maximum, CS203)
         while isinstance(parent, ast.BinOp) or isinstance(parent, ast.UnaryOp) and \
-                isinstance(parent.op, (ast.USub, ast.UAdd)):
+                isinstance(parent.op, (ast.USub, ast.UAdd)) or _builtin_min_max(
+                    parent, function) and node in parent.args:
             node, parent = parent, self.parents.get(id(parent))
         if isinstance(parent, ast.keyword):
             return parent.arg in ("alpha", "value")
         if isinstance(parent, ast.Call):
-            return node in parent.args and isinstance(parent.func, ast.Attribute) and \
-                parent.func.attr in _TENSOR_ARITHMETIC
+            if node not in parent.args:
+                return False
+            if isinstance(parent.func, ast.Attribute) and parent.func.attr in _TENSOR_ARITHMETIC:
+                return True
+            return dotted_name(parent.func) in {f"{self.torch}.{name}" for name in
+                                                _TENSOR_ARGUMENTS} if self.torch else False
         if isinstance(parent, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and \
                 parent.value is node:
             targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
@@ -1696,6 +1703,7 @@ class _LazyStatePlan:
                                   max(guard.lineno for guard in guards), state_name)
         # The guards' statements: creations (and option tests around them) only.
         counter: list[ast.stmt] = []
+        counted_by: dict[int, ast.If] = {}  # the guard of each counter statement
         moved: list[ast.stmt] = []
         guarded: dict[int, list[ast.stmt]] = {}  # what each guard moves
         # State the first step makes from the gradient's values, and what the guard does
@@ -1708,6 +1716,7 @@ class _LazyStatePlan:
             for statement in guard.body:
                 if _is_step_counter(statement, state_name):
                     counter.append(statement)
+                    counted_by[id(statement)] = guard
                 elif id(guard) in first_steps and first_steps[id(guard)].follows(statement):
                     continue
                 elif (seeded := _seeded_key(statement, state_name, gradients, param,
@@ -1761,6 +1770,13 @@ class _LazyStatePlan:
             if id(guard) in first_steps and not first_steps[id(guard)].settled(where):
                 return False
         increments = self._increments(state_name) if counter else []
+        if increments is None and all(not _is_number(c.value, 0) for c in counter):
+            # A 0-dim tensor counted in place elsewhere (torch's Adafactor: `step_t += 1`
+            # on the list `_init_group` fills): state like any other, made as it is.
+            for statement in counter:
+                moved.append(statement)
+                guarded.setdefault(id(counted_by[id(statement)]), []).insert(0, statement)
+            counter, increments = [], []
         if increments is None:
             return False
         init_edit = self._enable_global_step(methods.get("__init__")) if counter else None
@@ -3572,6 +3588,18 @@ def _selectable(node: ast.expr) -> bool:
 
 
 # Tensor methods whose arguments may be tensors as well as numbers.
+# torch functions that take a tensor wherever they take a number.
+_TENSOR_ARGUMENTS = frozenset({"as_tensor", "minimum", "maximum", "clamp", "where"})
+
+
+def _builtin_min_max(node: ast.AST | None, function: ast.AST) -> bool:
+    """A call of Python's own `min` or `max` (not a name the function binds)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+        and node.func.id in ("min", "max") and not node.keywords and not any(
+            isinstance(n, ast.Name) and n.id == node.func.id
+            and not isinstance(n.ctx, ast.Load) for n in ast.walk(function))
+
+
 _TENSOR_ARITHMETIC = frozenset({
     "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "addcmul", "addcmul_",
     "addcdiv", "addcdiv_", "lerp", "lerp_", "copy_", "fill_", "maximum", "minimum", "pow",
