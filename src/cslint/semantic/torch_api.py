@@ -5,9 +5,7 @@ Plain data (names as written or qualified); no analysis code.
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
-from importlib import resources
 
 # ---- cstorch ---------------------------------------------------------------------------
 
@@ -262,6 +260,9 @@ def tensor_api() -> tuple[frozenset[str], frozenset[str]]:
     """torch.Tensor's data attributes (`T`, `grad`, the metadata, and the fields of the
     named tuples ops return, `x.max(dim=0).values`) and its methods, as
     `data/tensor_api.json` lists them (`scripts/generate_tensor_api.py`)."""
+    import json
+    from importlib import resources  # (not on a warm run's path, which reads no analysis)
+
     text = resources.files("cslint").joinpath("data/tensor_api.json").read_text("utf-8")
     data = json.loads(text)
     return (frozenset(data["attributes"]) | frozenset(data["return_type_fields"]),
