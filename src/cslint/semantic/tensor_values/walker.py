@@ -114,6 +114,8 @@ class FunctionWalker(StatementWalker):
     # ---- statements ----------------------------------------------------------------
 
     def statement_Assign(self, node: ast.Assign) -> None:
+        if self._unpacked_by_position(node):
+            return
         value = self.eval(node.value)
         for target in node.targets:
             self.assign(target, value, node.value)
@@ -125,6 +127,33 @@ class FunctionWalker(StatementWalker):
             self.conditioned[node.targets[0].id] = (node.value.test.id, choice[1], choice[2])
         elif self.conditioned and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             self._condition_derived(node.targets[0].id, node.value)
+
+    def _unpacked_by_position(self, node: ast.Assign) -> bool:
+        """`grad, lr, beta1, beta2, state = p.grad, group["lr"], *group["betas"],
+        self.state[p]` (lion-pytorch): each name gets the element at its place, counted
+        from the start before the starred one and from the end after it; those it covers
+        get its elements. (A tuple with `*xs` is otherwise a list of every element.)"""
+        target, value = node.targets[0], node.value
+        if len(node.targets) != 1 or not isinstance(target, (ast.Tuple, ast.List)) \
+                or not isinstance(value, (ast.Tuple, ast.List)) \
+                or any(isinstance(e, ast.Starred) for e in target.elts):
+            return False
+        starred = [i for i, e in enumerate(value.elts) if isinstance(e, ast.Starred)]
+        after = len(value.elts) - 1 - starred[0] if len(starred) == 1 else 0
+        if len(starred) != 1 or len(target.elts) < starred[0] + after:
+            return False
+        values = [self.eval(e) for e in value.elts]
+        spread = element_of(values[starred[0]])
+        count = len(target.elts)
+        for index, element in enumerate(target.elts):
+            if index < starred[0]:
+                self.assign(element, values[index], value.elts[index])
+            elif index >= count - after:
+                position = len(value.elts) - (count - index)
+                self.assign(element, values[position], value.elts[position])
+            else:
+                self.assign(element, spread, value.elts[starred[0]])
+        return True
 
     def _condition_derived(self, name: str, expression: ast.expr) -> None:
         """`b = 1 - beta ** step` after `step = step_t if capturable else
