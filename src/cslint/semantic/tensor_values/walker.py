@@ -441,6 +441,14 @@ class FunctionWalker(StatementWalker):
                 return value
             if kind == "module_self" and attr == "training":
                 return None
+            # A method read without a call (`for view in [self._channel_view, ...]`,
+            # `helper(x, self._norm)`): the bound method, called later. (A property's
+            # value is not known.)
+            found = self.project.find_method(base.ref, attr)
+            if found is not None and found.function is not None and \
+                    found.function.kind != "property" and \
+                    not self.project.is_machinery(found.owner):
+                return Function(((found.function, base.ref, None, True),))
         if kind == "module":
             ref = base.ref
             if ref is None and attr in ("weight", "bias"):
