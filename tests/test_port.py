@@ -1867,3 +1867,49 @@ def test_what_is_left_in_a_function_the_class_names_to_call_later_is_left_in_it(
     ported = port_file(str(path), Config())
     [found] = ported.classes
     assert (found.name, found.ported, found.remaining) == ("Chosen", False, ("CS204",))
+
+
+_EITHER_WAY = '''\
+import torch
+from torch.optim.optimizer import Optimizer, _get_value
+
+
+def _update(params, grads, state_steps, *, lr, capturable):
+    for param, grad, step_t in zip(params, grads, state_steps):
+        step_t += 1
+        if capturable:
+            step = step_t
+        else:
+            step = _get_value(step_t)
+        param.add_(grad / (1 + step), alpha=-lr)
+
+
+class EitherWay(Optimizer):
+    def __init__(self, params, lr=0.1, capturable=False):
+        super().__init__(params, dict(lr=lr, capturable=capturable))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            params, grads, steps = [], [], []
+            for p in group["params"]:
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = torch.zeros(())
+                params.append(p)
+                grads.append(p.grad)
+                steps.append(state["step"])
+            _update(params, grads, steps, lr=group["lr"], capturable=group["capturable"])
+'''
+
+
+def test_an_if_whose_branches_become_the_same_assignment_becomes_that_assignment(
+        tmp_path: Path):
+    """torch's NAdam: `if capturable: step = step_t / else: step = _get_value(step_t)`;
+    with `_get_value(step_t)` made `step_t`, the `if` is `step = step_t` alone."""
+    path = tmp_path / "either_way.py"
+    path.write_text(_EITHER_WAY)
+    ported = port_file(str(path), Config())
+    text = ported.ported.decode()
+    assert ported.classes[0].ported
+    assert "        step = step_t\n        param.add_(" in text and "if capturable" not in text

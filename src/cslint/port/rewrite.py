@@ -695,10 +695,37 @@ class _Rewriter:
                         and isinstance(statement.targets[0], ast.Name) \
                         and statement.targets[0].id == argument.id:
                     edits.append(_removal(self, statement))  # `lr = _get_value(lr)`
+                elif (chosen := self._same_either_way(statement, node, argument)) is not None:
+                    edits.append(chosen)
                 else:
                     edits.append(Edit(*self.span(node), self._operand(argument)))
         chosen = _apart(edits)
         return chosen + self._unused_imports(helper_names, chosen)
+
+    def _same_either_way(self, statement: ast.stmt, call: ast.Call, argument: ast.expr
+                         ) -> Edit | None:
+        """`if capturable: step = step_t` / `else: step = _get_value(step_t)` (torch's
+        NAdam): with the call made its argument, both branches are the same assignment:
+        that assignment alone, in place of the `if`."""
+        choice = self.parents.get(id(statement))
+        if not (isinstance(statement, ast.Assign) and statement.value is call
+                and isinstance(choice, ast.If) and _side_effect_free(choice.test)
+                and len(choice.body) == 1 and len(choice.orelse) == 1
+                and statement in (choice.body[0], choice.orelse[0])):
+            return None
+        other = choice.orelse[0] if statement is choice.body[0] else choice.body[0]
+        head = self.source.line_text(choice.lineno)
+        if not isinstance(other, ast.Assign) or head[choice.col_offset:].startswith("elif") \
+                or [self.code(t) for t in other.targets] != \
+                [self.code(t) for t in statement.targets] \
+                or self.code(other.value) != self.code(argument):
+            return None
+        end = self.line_start(choice.end_lineno + 1) \
+            if choice.end_lineno < len(self.source.lines) else len(self.text)
+        targets = " = ".join(self.code(t) for t in statement.targets)
+        return Edit(self.line_start(choice.lineno), end,
+                    f"{self.indent_of(choice)}{targets} = {self.code(argument)}"
+                    f"{_newline(self.text)}")
 
     def _unused_imports(self, names: set[str], edits: list[Edit]) -> list[Edit]:
         """The `from m import name` of each of `names` that no code reads once `edits`
