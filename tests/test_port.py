@@ -1913,3 +1913,53 @@ def test_an_if_whose_branches_become_the_same_assignment_becomes_that_assignment
     text = ported.ported.decode()
     assert ported.classes[0].ported
     assert "        step = step_t\n        param.add_(" in text and "if capturable" not in text
+
+
+def test_the_ported_projection_takes_the_first_view_whose_test_holds(monkeypatch):
+    """port/projection: the rows' view, the whole tensor's (when the rows' test does not
+    hold), or neither, as the original's early return chose; the original changed its
+    argument in place, the port returns a new tensor the caller binds."""
+    import importlib.util
+    import types
+
+    import torch
+
+    import cslint.cstorch as cstorch
+
+    cerebras = types.ModuleType("cerebras")
+    cerebras.pytorch = cstorch
+    monkeypatch.setitem(sys.modules, "cerebras", cerebras)
+    monkeypatch.setitem(sys.modules, "cerebras.pytorch", cstorch)
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(name, FIXTURES / "port" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    original, ported = load("projection.in"), load("projection.out")
+    torch.manual_seed(0)
+    p = torch.randn(3, 4)
+    orthogonal = torch.randn(3, 4)
+    orthogonal -= (orthogonal * p).sum(dim=1, keepdim=True) / (p * p).sum(dim=1, keepdim=True) * p
+    balance = (p[0] * p[0]).sum() / (p[1:] * p[1:]).sum()
+    whole_only = torch.cat([p[:1], -balance * p[1:]])
+    taken = []
+    for grad in (p.clone(), orthogonal, whole_only):
+        perturb = torch.randn(3, 4)
+        expected, expected_wd = original.projection(p, grad, perturb.clone(), 0.1, 0.5, 1e-8)
+        got, got_wd = ported.projection(p, grad, perturb.clone(), 0.1, 0.5, 1e-8)
+        assert torch.allclose(got, expected, atol=1e-6) and float(got_wd) == expected_wd
+        taken.append((not torch.equal(expected, perturb), expected_wd))
+    assert taken == [(False, 1.0), (True, 0.5), (True, 0.5)]
+
+
+def test_a_projection_whose_caller_keeps_the_tensor_it_changed_stays(tmp_path: Path):
+    """The original changes the caller's tensor in place; a caller that binds the result
+    to another name (and may read the tensor it passed) keeps the loop as it was."""
+    path = tmp_path / "kept.py"
+    path.write_text((FIXTURES / "port" / "projection.in.py").read_text().replace(
+        "d_p, wd_ratio = projection(p, p.grad, d_p,", "update, wd_ratio = projection(p, p.grad, d_p,"))
+    assert "update, wd_ratio = projection(" in path.read_text()
+    ported = port_file(str(path), Config())
+    assert b"taken = None" not in ported.ported and "CS201" in ported.classes[0].remaining

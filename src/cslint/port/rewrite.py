@@ -658,7 +658,8 @@ class _Rewriter:
         tensor_tests = {id(node) for finding in self.coded("CS201")
                         for node in self.by_location.get(finding.location, ())}
         for finding in self.coded("CS201"):
-            edit = self._selecting_if(finding, tensor_tests)
+            edit = self._selecting_if(finding, tensor_tests) or \
+                self._first_taken_in_loop(finding, tensor_tests)
             if edit is not None:
                 candidates.append(edit)
         return _apart(candidates)
@@ -1157,6 +1158,108 @@ class _Rewriter:
                 continue
             return Edit(*self.span(top), self._logical(top, truth_tests))
         return None
+
+    def _first_taken_in_loop(self, finding: Finding, tensor_tests: set[int]) -> Edit | None:
+        """AdamP's projection (the paper's code, as pytorch-optimizer, timm and
+        torch-optimizer keep it): `for view in [rows, whole]: ...; if t: <update>; return
+        perturb, wd`, then `return perturb, wd` after the loop. Every turn runs; its
+        update is made on copies of the returned names (`chosen_perturb =
+        perturb.clone()`), and taken (`torch.where`) where its test holds and no earlier
+        turn's did, the first taken as the `return` did. Only where the update changes
+        in place nothing but the returned names and what it made itself, and every call
+        of the function binds the returned tensor it changed in place again (`perturb,
+        wd = projection(p, g, perturb, ...)`): the caller's tensor is no longer changed."""
+        if self.torch is None:
+            return None
+        for test in self.by_location.get(finding.location, ()):
+            statement = self.parents.get(id(test))
+            if not (isinstance(statement, ast.If) and statement.test is test
+                    and not statement.orelse and len(statement.body) > 1
+                    and _has_tensor_operand(test, tensor_tests)
+                    and _side_effect_free(test) and _evaluable_together(test)):
+                continue
+            loop = self.parents.get(id(statement))
+            update, last = statement.body[:-1], statement.body[-1]
+            returned = _returned_names(last)
+            if not (isinstance(loop, ast.For) and not loop.orelse and loop.body[-1] is statement
+                    and isinstance(loop.iter, (ast.List, ast.Tuple)) and returned):
+                continue
+            block = self._block_of(loop)
+            after = next((block[i + 1] for i, s in enumerate(block) if s is loop
+                          and i + 1 < len(block)), None) if block is not None else None
+            if _returned_names(after) != returned or any(
+                    isinstance(n, (ast.Return, ast.Break, ast.Continue, ast.Yield,
+                                   ast.YieldFrom, ast.Global, ast.Nonlocal))
+                    for s in update for n in ast.walk(s)):
+                continue
+            function = self._function_of(loop)
+            changed = _changed_in_place(update, returned)
+            if function is None or changed is None or \
+                    not self._rebound_by_every_call(function, returned, changed):
+                continue
+            used = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)}
+            taken, taking, now = (_fresh(name, used) for name in ("taken", "taking", "now"))
+            chosen = {name: _fresh(f"chosen_{name}", used) for name in returned}
+            renamed = {id(n): chosen[n.id] for s in update for n in ast.walk(s)
+                       if isinstance(n, ast.Name) and n.id in chosen}
+            indent = self.indent_of(statement)
+            torch_name = self.torch
+            lines = [f"{indent}{now} = {self.code(test)}",
+                     f"{indent}{taking} = {now} if {taken} is None else "
+                     f"{torch_name}.logical_and({now}, {torch_name}.logical_not({taken}))",
+                     f"{indent}{taken} = {now} if {taken} is None else "
+                     f"{torch_name}.logical_or({taken}, {now})"]
+            lines += [f"{indent}{chosen[name]} = {name}" + (".clone()" if name in changed else "")
+                      for name in returned]
+            for part in update:
+                lines += _reindented(self, part, indent, renamed)
+            lines += [f"{indent}{name} = {torch_name}.where({taking}, {chosen[name]}, {name})"
+                      for name in returned]
+            newline = _newline(self.text)
+            head = self.text[self.line_start(loop.lineno):self.line_start(statement.lineno)]
+            start = self.line_start(loop.lineno)
+            end = self.line_start(statement.end_lineno + 1) \
+                if statement.end_lineno < len(self.source.lines) else len(self.text)
+            text = f"{self.indent_of(loop)}{taken} = None{newline}{head}" + \
+                newline.join(lines) + newline
+            return Edit(start, end, text)
+        return None
+
+    def _rebound_by_every_call(self, function: ast.AST, returned: list[str],
+                               changed: set[str]) -> bool:
+        """Whether each call of `function` in the module (by its name, or as `self.<name>`
+        in a method) binds again, from the returned tuple, the name it passes for each
+        parameter in `changed` (`perturb, wd = projection(p, g, perturb, ...)`); and there
+        is at least one call."""
+        if not changed:
+            return True
+        names = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+        method = names[:1] == ["self"] and self._function_of(function) is None
+        if method:
+            names = names[1:]
+        calls = [n for n in ast.walk(self.tree) if isinstance(n, ast.Call) and (
+            isinstance(n.func, ast.Name) and n.func.id == function.name and not method
+            or isinstance(n.func, ast.Attribute) and n.func.attr == function.name
+            and isinstance(n.func.value, ast.Name) and n.func.value.id == "self" and method)]
+        if not calls:
+            return False
+        for call in calls:
+            assignment = self.parents.get(id(call))
+            if not (isinstance(assignment, ast.Assign) and assignment.value is call
+                    and len(assignment.targets) == 1
+                    and isinstance(assignment.targets[0], ast.Tuple)
+                    and len(assignment.targets[0].elts) == len(returned)):
+                return False
+            for name in changed:
+                index = names.index(name) if name in names else None
+                given = next((k.value for k in call.keywords if k.arg == name), None)
+                if given is None and index is not None and index < len(call.args):
+                    given = call.args[index]
+                target = assignment.targets[0].elts[returned.index(name)]
+                if not (isinstance(given, ast.Name) and isinstance(target, ast.Name)
+                        and given.id == target.id):
+                    return False
+        return True
 
     def _selecting_if(self, finding: Finding, tensor_tests: set[int]) -> Edit | None:
         """`if t > 0: x = a` / `elif c: x = b` / `else: x = c`, each branch the same names
@@ -2349,6 +2452,75 @@ class _FirstStep:
         lines.append(f"{depth}{state}[{flag}].fill_(1.0)")
         # (The check's span starts after its indentation.)
         return newline.join(lines).lstrip()
+
+
+def _returned_names(statement: ast.stmt | None) -> list[str]:
+    """The names `return a, b` (or `return a`) gives back; [] for any other statement."""
+    if not isinstance(statement, ast.Return) or statement.value is None:
+        return []
+    values = statement.value.elts if isinstance(statement.value, ast.Tuple) \
+        else [statement.value]
+    if not all(isinstance(v, ast.Name) for v in values):
+        return []
+    names = [v.id for v in values]
+    return names if len(set(names)) == len(names) else []
+
+
+def _changed_in_place(statements: list[ast.stmt], returned: list[str]) -> set[str] | None:
+    """The returned names the statements change in place (`perturb -= x`,
+    `perturb.mul_(m)`); None where they change in place anything else but what they made
+    themselves (`p_n = ...; p_n.mul_(r)`), or store into an attribute or an entry."""
+    made: set[str] = set()
+    changed: set[str] = set()
+    for statement in statements:
+        for node in ast.walk(statement):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if not all(isinstance(t, ast.Name) for t in targets):
+                    return None
+                if isinstance(node, ast.AugAssign):
+                    name = node.target.id
+                    if name in returned:
+                        changed.add(name)
+                    elif name not in made:
+                        return None
+                else:
+                    made.update(t.id for t in targets if t.id not in returned)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr.endswith("_") and not node.func.attr.startswith("_"):
+                receiver = node.func.value
+                while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) \
+                        and receiver.func.attr.endswith("_"):
+                    receiver = receiver.func.value  # (`perturb.mul_(m).add_(x)`)
+                if isinstance(receiver, ast.Name) and receiver.id in returned:
+                    changed.add(receiver.id)
+                elif not (isinstance(receiver, ast.Name) and receiver.id in made) \
+                        and not _made_here(_under_views(node.func.value)):
+                    return None
+    return changed
+
+
+# Methods whose result shares its tensor's storage (an in-place op on it changes that).
+_VIEWS = frozenset({"view", "reshape", "view_as", "reshape_as", "unsqueeze", "squeeze",
+                    "expand", "expand_as", "flatten", "transpose", "t"})
+
+
+def _under_views(node: ast.expr) -> ast.expr:
+    """The tensor `node` views (`x.norm(dim=1).view(s)`: `x.norm(dim=1)`)."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in _VIEWS:
+        node = node.func.value
+    return node
+
+
+def _fresh(name: str, used: set[str]) -> str:
+    """`name`, or `name_2`, ...: one no name of the function is."""
+    candidate, number = name, 1
+    while candidate in used:
+        number += 1
+        candidate = f"{name}_{number}"
+    used.add(candidate)
+    return candidate
 
 
 def _apart(edits: list[Edit]) -> list[Edit]:
