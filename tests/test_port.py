@@ -1937,21 +1937,26 @@ def test_the_ported_projection_takes_the_first_view_whose_test_holds(monkeypatch
         spec.loader.exec_module(module)
         return module
 
-    original, ported = load("projection.in"), load("projection.out")
     torch.manual_seed(0)
     p = torch.randn(3, 4)
     orthogonal = torch.randn(3, 4)
     orthogonal -= (orthogonal * p).sum(dim=1, keepdim=True) / (p * p).sum(dim=1, keepdim=True) * p
     balance = (p[0] * p[0]).sum() / (p[1:] * p[1:]).sum()
     whole_only = torch.cat([p[:1], -balance * p[1:]])
-    taken = []
-    for grad in (p.clone(), orthogonal, whole_only):
-        perturb = torch.randn(3, 4)
-        expected, expected_wd = original.projection(p, grad, perturb.clone(), 0.1, 0.5, 1e-8)
-        got, got_wd = ported.projection(p, grad, perturb.clone(), 0.1, 0.5, 1e-8)
-        assert torch.allclose(got, expected, atol=1e-6) and float(got_wd) == expected_wd
-        taken.append((not torch.equal(expected, perturb), expected_wd))
-    assert taken == [(False, 1.0), (True, 0.5), (True, 0.5)]
+    # port/projection_cautious: a cautious step after the loop, on the path no view took.
+    for name, options in (("projection", ()), ("projection_cautious", (False,)),
+                          ("projection_cautious", (True,))):
+        original, ported = load(f"{name}.in"), load(f"{name}.out")
+        taken = []
+        for grad in (p.clone(), orthogonal, whole_only):
+            perturb = torch.randn(3, 4)
+            expected, expected_wd = original.projection(p, grad, perturb.clone(), 0.1, 0.5,
+                                                        1e-8, *options)
+            got, got_wd = ported.projection(p, grad, perturb.clone(), 0.1, 0.5, 1e-8,
+                                            *options)
+            assert torch.allclose(got, expected, atol=1e-6) and float(got_wd) == expected_wd
+            taken.append((not torch.equal(expected, perturb), expected_wd))
+        assert taken == [(options == (True,), 1.0), (True, 0.5), (True, 0.5)], name
 
 
 def test_a_projection_whose_caller_keeps_the_tensor_it_changed_stays(tmp_path: Path):

@@ -1184,18 +1184,24 @@ class _Rewriter:
             if not (isinstance(loop, ast.For) and not loop.orelse and loop.body[-1] is statement
                     and isinstance(loop.iter, (ast.List, ast.Tuple)) and returned):
                 continue
-            block = self._block_of(loop)
-            after = next((block[i + 1] for i, s in enumerate(block) if s is loop
-                          and i + 1 < len(block)), None) if block is not None else None
-            if _returned_names(after) != returned or any(
+            block = self._block_of(loop) or []
+            at = next((i for i, s in enumerate(block) if s is loop), len(block))
+            # What runs after the loop before the same `return` (timm's cautious step):
+            # only where no turn was taken.
+            end_at = next((i for i in range(at + 1, len(block))
+                           if isinstance(block[i], ast.Return)), None)
+            rest = block[at + 1:end_at] if end_at is not None else []
+            if end_at is None or _returned_names(block[end_at]) != returned or any(
                     isinstance(n, (ast.Return, ast.Break, ast.Continue, ast.Yield,
                                    ast.YieldFrom, ast.Global, ast.Nonlocal))
-                    for s in update for n in ast.walk(s)):
+                    for s in update + rest for n in ast.walk(s)):
                 continue
             function = self._function_of(loop)
             changed = _changed_in_place(update, returned)
-            if function is None or changed is None or \
-                    not self._rebound_by_every_call(function, returned, changed):
+            changed_after = _changed_in_place(rest, returned)
+            if function is None or changed is None or changed_after is None or \
+                    not self._rebound_by_every_call(function, returned,
+                                                    changed | changed_after):
                 continue
             used = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)}
             taken, taking, now = (_fresh(name, used) for name in ("taken", "taking", "now"))
@@ -1218,10 +1224,25 @@ class _Rewriter:
             newline = _newline(self.text)
             head = self.text[self.line_start(loop.lineno):self.line_start(statement.lineno)]
             start = self.line_start(loop.lineno)
-            end = self.line_start(statement.end_lineno + 1) \
-                if statement.end_lineno < len(self.source.lines) else len(self.text)
+            last = rest[-1] if rest else statement
+            end = self.line_start(last.end_lineno + 1) \
+                if last.end_lineno < len(self.source.lines) else len(self.text)
             text = f"{self.indent_of(loop)}{taken} = None{newline}{head}" + \
                 newline.join(lines) + newline
+            if rest:
+                outer = self.indent_of(loop)
+                between = self.text[self.line_start(statement.end_lineno + 1):
+                                    self.line_start(rest[0].lineno)]
+                after = [f"{outer}{chosen[name]} = {name}"
+                         + (".clone()" if name in changed_after else "") for name in returned]
+                renamed = {id(n): chosen[n.id] for s in rest for n in ast.walk(s)
+                           if isinstance(n, ast.Name) and n.id in chosen}
+                for part in rest:
+                    after += _reindented(self, part, outer, renamed)
+                after += [f"{outer}{name} = {chosen[name]} if {taken} is None else "
+                          f"{torch_name}.where({taken}, {name}, {chosen[name]})"
+                          for name in returned]
+                text += between + newline.join(after) + newline
             return Edit(start, end, text)
         return None
 
