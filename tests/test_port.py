@@ -1968,3 +1968,31 @@ def test_a_projection_whose_caller_keeps_the_tensor_it_changed_stays(tmp_path: P
     assert "update, wd_ratio = projection(" in path.read_text()
     ported = port_file(str(path), Config())
     assert b"taken = None" not in ported.ported and "CS201" in ported.classes[0].remaining
+
+
+def test_verify_imports_a_package_module_named_like_an_installed_one_through_its_package(
+        tmp_path: Path):
+    """lion-pytorch ships its own `triton.py`, which exits when triton is missing: with
+    the package's folder on the path it was the `triton` torch imports while building an
+    optimizer, and the verifier ended with no answer. A module of a package imports
+    through the package; `exit()` in the user's code is that class's problem."""
+    from cslint.port.verify import verify_port
+
+    package = tmp_path / "optimizers"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "triton.py").write_text("print('triton is not installed')\nexit()\n")
+    path = package / "lion.py"
+    path.write_text((FIXTURES / "port" / "lion.in.py").read_text().replace(
+        "def __init__(self, params,", "def __init__(self, params, use_kernel=False,", 1)
+        .replace("super().__init__(params, defaults)",
+                 "super().__init__(params, defaults)\n"
+                 "        if use_kernel:\n"
+                 "            from optimizers import triton  # noqa: F401", 1))
+    assert "use_kernel" in path.read_text() and "from optimizers import triton" in path.read_text()
+    ported = port_file(str(path), Config())
+    [found] = ported.classes
+    verified = verify_port(str(path), ported.ported, [found.name], steps=8)[found.name]
+    assert (verified.numbers_equal, verified.strict_clean) == (True, True), verified
+    assert verified.problem.startswith("not compared: the original fails with "
+                                       "use_kernel=True: SystemExit"), verified.problem

@@ -126,6 +126,11 @@ def _package_of(path: str) -> tuple[str, str]:
 
 # ---- the subprocess ----------------------------------------------------------------------
 
+# What the user's code may raise while imported, built or stepped: an exception, or
+# `exit()` (lion-pytorch's triton module exits when triton is missing), reported as the
+# class's problem instead of ending the verifier.
+USER_CODE_ERRORS = (Exception, SystemExit)
+
 # The package the ports of a package's files are modules of, beside the original.
 PORTED_PACKAGE = "_cslint_ported"
 
@@ -168,7 +173,7 @@ def _child() -> None:
                 sys.path.insert(0, root)
             try:
                 importlib.import_module(package)
-            except Exception:  # noqa: BLE001
+            except USER_CODE_ERRORS:  # noqa: BLE001
                 # Its `__init__` needs what is not here (timm's optimizers import the rest
                 # of timm): the package as a folder of modules, enough for the file's own
                 # relative imports.
@@ -211,7 +216,10 @@ def _child() -> None:
     results: list[dict[str, dict]] = []
     for index, file in enumerate(request["files"]):
         folder = os.path.dirname(file["original"])
-        if folder not in sys.path:
+        # A script's neighbours import as it does (`from utils import x`). A package's
+        # modules import through the package (its folder on the path would make them
+        # top-level modules: lion-pytorch's own `triton.py` the `triton` torch asks for).
+        if folder not in sys.path and not _package_of(file["original"])[1]:
             sys.path.insert(0, folder)
         answers: dict[str, dict] = {}
         try:
@@ -220,7 +228,7 @@ def _child() -> None:
                            if path == file["ported"]), None)
             ported = importlib.import_module(shadow) if shadow else \
                 load(file["ported"], f"_cslint_ported_{index}")
-        except Exception as error:  # noqa: BLE001 - the user's module: report, do not crash
+        except USER_CODE_ERRORS as error:  # noqa: BLE001 - the user's module: report, do not crash
             problem = f"cannot import: {type(error).__name__}: {error}".splitlines()[0]
             answers = {name: {"numbers_equal": None, "strict_clean": None, "problem": problem}
                        for name in file["classes"]}
@@ -331,7 +339,7 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
     try:
         torch.manual_seed(RNG_SEED)
         original = original_cls(original_params, **options)
-    except Exception as error:  # noqa: BLE001
+    except USER_CODE_ERRORS as error:  # noqa: BLE001
         flags = _group_flags(original_cls)
         if not flags:
             return {"problem": f"the original fails with {what}: {_one_line(error)}",
@@ -339,7 +347,7 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
         try:
             torch.manual_seed(RNG_SEED)
             original = original_cls(_flagged_groups(original_params, flags), **options)
-        except Exception:  # noqa: BLE001 - the first failure is the one to report
+        except USER_CODE_ERRORS:  # noqa: BLE001 - the first failure is the one to report
             return {"problem": f"the original fails with {what}: {_one_line(error)}",
                     "original_failed": True}
         what += " and param groups with " + ", ".join(f"{flag}=True/False" for flag in flags)
@@ -355,7 +363,7 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
     except compliance_error as error:
         return {"problem": f"the port fails with {what}: {_one_line(error)}",
                 "strict_clean": False, "codes": [getattr(error, "code", "")]}
-    except Exception as error:  # noqa: BLE001
+    except USER_CODE_ERRORS as error:  # noqa: BLE001
         return {"problem": f"the port fails with {what}: {_one_line(error)}"}
     # Traced, as on the system: its first calls' graphs are compared (CS501), so a Python
     # counter left in the port stops it like a host read does.
@@ -374,7 +382,7 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
         try:
             torch.manual_seed(RNG_SEED + number)
             original.step()
-        except Exception as error:  # noqa: BLE001
+        except USER_CODE_ERRORS as error:  # noqa: BLE001
             return {"problem": f"the original's step fails with {what}: {_one_line(error)}",
                     "original_failed": True}
         try:
@@ -384,7 +392,7 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
             codes.add(getattr(error, "code", "") or "")
             return {"problem": f"strict mode stops the port with {what}: {_one_line(error)}",
                     "strict_clean": False, "codes": sorted(codes)}
-        except Exception as error:  # noqa: BLE001
+        except USER_CODE_ERRORS as error:  # noqa: BLE001
             return {"problem": f"the port's step fails with {what}: {_one_line(error)}"}
         if scheduler is not None:
             scheduler.step()
