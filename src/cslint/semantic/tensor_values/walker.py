@@ -239,6 +239,27 @@ class FunctionWalker(StatementWalker):
         self._narrowed_block(node.orelse, not_in_else)
         self.env = join_envs(after_body, self.env, join)
 
+    def statement_Try(self, node: ast.Try) -> None:
+        """The body (then the `else`), or a handler, which may start anywhere in the body:
+        after it, a name holds what either left it (`try: ckp1 = weight / weight_sum` /
+        `except ZeroDivisionError: ckp1 = 0`: a tensor, or 0). A handler that always
+        raises or returns leaves nothing."""
+        before = dict(self.env)
+        self.block(node.body)
+        self.block(node.orelse)
+        after_body = self.env
+        reached = None if _always_leaves(node.body) or _always_leaves(node.orelse) \
+            else after_body
+        for handler in node.handlers:
+            self.env = join_envs(before, after_body, join)
+            self.block(handler.body)
+            if not _always_leaves(handler.body):
+                reached = self.env if reached is None else join_envs(reached, self.env, join)
+        self.env = reached if reached is not None else after_body
+        self.block(node.finalbody)
+
+    statement_TryStar = statement_Try
+
     def _narrowed_block(self, body: list[ast.stmt], not_tensors: set[str]) -> None:
         """The block, where the `if` test says these names hold no tensor
         (`if not isinstance(alpha, torch.Tensor):`); each regains its value after the
