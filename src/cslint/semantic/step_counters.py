@@ -132,9 +132,10 @@ def _counting(statement: ast.AST, subject: _Subject) -> str | None:
     return None
 
 
-# A counting statement's text: `+=`, `-=`, a list growing, or `x = x + 1`.
-_COUNTING_TEXT = re.compile(r"[-+]=|\.(?:append|extend|insert)\(|^[ \t]*([\w.]+)[ \t]*=[ \t]*\1[ \t]*[-+]",
-                            re.MULTILINE)
+# A counting statement's text: `+=`, `-=`, a list growing, `x = x + 1`, or an entry set
+# from a local that holds it (`group["k"] = k + 1`).
+_COUNTING_TEXT = re.compile(r"[-+]=|\.(?:append|extend|insert)\(|^[ \t]*([\w.]+)[ \t]*=[ \t]*\1[ \t]*[-+]"
+                            r"|\][ \t]*=[ \t]*\w+[ \t]*[-+][ \t]*\d", re.MULTILINE)
 
 
 def _counting_candidates(function: FunctionInfo) -> Iterator[tuple[ast.stmt, ast.expr]]:
@@ -470,12 +471,33 @@ def _is_self_attribute(node: ast.AST, self_name: str, attribute: str) -> bool:
             and isinstance(node.value, ast.Name) and node.value.id == self_name)
 
 
-def _entry_subject(names: set[str], key: str) -> _Subject:
+def _entry_subject(names: set[str], key: str, aliases: frozenset[str] = frozenset()
+                   ) -> _Subject:
+    """`group["key"]` for each dict name of `names`, and the local names `aliases` that
+    hold it (`k = group["k"]` ... `group["k"] = k + 1`)."""
     def matches(node: ast.AST) -> bool:
+        if node.__class__ is ast.Name:
+            return node.id in aliases
         return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
                 and node.value.id in names and isinstance(node.slice, ast.Constant)
                 and node.slice.value == key)
-    return _Subject(key, matches, (f"'{key}'", f'"{key}"'))
+    return _Subject(key, matches, (f"'{key}'", f'"{key}"', *sorted(aliases)))
+
+
+def _entry_aliases(method: FunctionInfo, names: set[str], key: str) -> frozenset[str]:
+    """The local names `method` binds to `<dict>[key]` alone (`k = group["k"]`) and binds
+    nowhere else."""
+    bound: dict[str, int] = {}
+    aliased: set[str] = set()
+    plain = _entry_subject(names, key)
+    for node in ast.walk(method.node):
+        for target in _binding_targets(node):
+            for name in _bound_names(target):
+                bound[name] = bound.get(name, 0) + 1
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) and plain.matches(node.value):
+            aliased.add(node.targets[0].id)
+    return frozenset(name for name in aliased if bound.get(name) == 1)
 
 
 def _entry_counters(module, project, info, traced, finder) -> Iterator[CounterDecision]:
@@ -494,7 +516,7 @@ def _entry_counters(module, project, info, traced, finder) -> Iterator[CounterDe
             if names is None:
                 names = _persistent_dicts(method)
             key = target.slice.value
-            subject = _entry_subject(names, key)
+            subject = _entry_subject(names, key, _entry_aliases(method, names, key))
             if _counting(statement, subject) != "number":
                 continue
             seen.add(key)
@@ -510,7 +532,8 @@ def _entry_counters(module, project, info, traced, finder) -> Iterator[CounterDe
                 reader_names = names if reader is method else _persistent_dicts(reader)
                 if not reader_names:
                     continue
-                reader_subject = _entry_subject(reader_names, key)
+                reader_subject = _entry_subject(reader_names, key,
+                                                _entry_aliases(reader, reader_names, key))
                 counting = {id(node) for node, _ in finder.candidates_of(reader)
                             if _counting(node, reader_subject)}
                 yield from finder.decisions(reader, reader_subject, counter, counting)
@@ -538,7 +561,9 @@ def _entry_starts_as_number(module: ModuleIndex, lineage, key: str,
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 if not any(any_dict.matches(target) for target in targets):
                     continue
-                if _counting(node, _entry_subject(_subscript_names(targets), key)):
+                dicts = _subscript_names(targets)
+                if _counting(node, _entry_subject(dicts, key,
+                                                  _entry_aliases(method, dicts, key))):
                     continue
                 if not _is_number(node.value):
                     if _restores_state(name):
@@ -549,10 +574,40 @@ def _entry_starts_as_number(module: ModuleIndex, lineage, key: str,
                 if method.key in traced and id(node) in _unconditional(method.node):
                     return False  # started afresh at each call
                 started = True
-    if not started:
+    if not started and not _in_defaults(lineage, key):
         return False
     return not _written_outside(module, lineage, key, re.compile(
         rf"\[\s*['\"]{re.escape(key)}['\"]\s*\]\s*=(?!=)"))
+
+
+def _in_defaults(lineage, key: str) -> bool:
+    """Whether a class's `__init__` gives `key` a number in the defaults it builds
+    (`dict(..., k=0)`, `{"k": 0}`, or a parameter whose default is a number): each param
+    group starts the count there."""
+    for info in lineage:
+        init = info.methods.get("__init__")
+        if init is None or not init.mentions(key):
+            continue
+        arguments = init.node.args
+        positional = [*arguments.posonlyargs, *arguments.args]
+        numbers = {a.arg for a, d in zip(positional[len(positional) - len(arguments.defaults):],
+                                         arguments.defaults) if _is_number(d)}
+        numbers |= {a.arg for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)
+                    if d is not None and _is_number(d)}
+
+        def number(value: ast.expr) -> bool:
+            return _is_number(value) or isinstance(value, ast.Name) and value.id in numbers
+
+        for node in ast.walk(init.node):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id == "dict":
+                if any(k.arg == key and number(k.value) for k in node.keywords):
+                    return True
+            elif isinstance(node, ast.Dict):
+                if any(isinstance(k, ast.Constant) and k.value == key and number(v)
+                       for k, v in zip(node.keys, node.values)):
+                    return True
+    return False
 
 
 # Methods that run once, when the object is made (the optimizer's state included).
