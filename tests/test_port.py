@@ -1996,3 +1996,43 @@ def test_verify_imports_a_package_module_named_like_an_installed_one_through_its
     assert (verified.numbers_equal, verified.strict_clean) == (True, True), verified
     assert verified.problem.startswith("not compared: the original fails with "
                                        "use_kernel=True: SystemExit"), verified.problem
+
+
+_TRAIN_MODE = '''\
+import torch
+from torch.optim import Optimizer
+
+
+class ModeSGD(Optimizer):
+    """Steps only in training mode, as schedule-free optimizers do."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr, train_mode=False))
+
+    def train(self):
+        for group in self.param_groups:
+            group["train_mode"] = True
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            if not group["train_mode"]:
+                raise Exception("Optimizer was not in train mode when step is called")
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-group["lr"])
+'''
+
+
+def test_verify_puts_an_optimizer_with_a_train_method_in_training_mode(tmp_path: Path):
+    """Schedule-free optimizers step only after `optimizer.train()`: verify calls it on
+    both sides, as a training loop does."""
+    from cslint.port.verify import verify_port
+
+    path = tmp_path / "mode.py"
+    path.write_text(_TRAIN_MODE)
+    ported = port_file(str(path), Config())
+    assert ported.classes[0].ported
+    verified = verify_port(str(path), ported.ported, ["ModeSGD"], steps=8)["ModeSGD"]
+    assert (verified.numbers_equal, verified.strict_clean, verified.problem) == \
+        (True, True, None), verified

@@ -355,6 +355,8 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
         torch.manual_seed(RNG_SEED)
         ported = ported_cls(_flagged_groups(ported_params, flags) if flags else ported_params,
                             **options)
+        _to_training(original)
+        _to_training(ported)
         base_lr = original.param_groups[0].get("lr", 1e-3)
         # An optimizer that computes its own step size (Adafactor's `lr=None` with
         # `relative_step=True`) has no lr to schedule: it runs with none.
@@ -400,6 +402,15 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
                                <= ATOL + RTOL * o.detach().abs()))
                 for p, o in zip(ported_params, original_params))
     return {"numbers_equal": equal, "strict_clean": True, "codes": []}
+
+
+def _to_training(optimizer) -> None:
+    """Schedule-free optimizers step only in training mode (`optimizer.train()`, as a
+    training loop calls it): an optimizer with a `train()` of its own is put in it.
+    (torch's Optimizer has none; a port keeps the original's.)"""
+    train = getattr(type(optimizer), "train", None)
+    if callable(train):
+        optimizer.train()
 
 
 def _flagged_groups(params: list, flags: list[str]) -> list[dict]:
