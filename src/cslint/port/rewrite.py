@@ -1837,7 +1837,8 @@ class _LazyStatePlan:
             return False
         group, blocks, param_loop = loops
         param = param_loop.target.id
-        if _mentions_grad(param_loop.iter):
+        params = _unfiltered(param_loop.iter)
+        if _mentions_grad(params):
             return False
         # (`grad_shape: tuple[int, ...] = grad.shape` too: annotated)
         candidates = [s for block in blocks for s in block
@@ -1981,7 +1982,7 @@ class _LazyStatePlan:
         unit = _unit_indent(text, step, indent)
         lines = [f"{indent}def preinitialize(self):"] if existing is None else []
         lines += [f"{indent}{unit}for {group} in self.param_groups:",
-                 f"{indent}{unit * 2}for {param} in {r.code(param_loop.iter)}:",
+                 f"{indent}{unit * 2}for {param} in {r.code(params)}:",
                  f"{indent}{unit * 3}{state_name} = self.state[{param}]"]
         body = unit * 3 + indent
         for name in sorted(cast_uses):
@@ -2658,6 +2659,26 @@ def _number_either_way(choice: ast.IfExp) -> float | None:
         if zero_dim and holds == ast.literal_eval(number):
             return ast.literal_eval(number)
     return None
+
+
+def _unfiltered(iterable: ast.expr) -> ast.expr:
+    """The parameters a loop goes over, with a filter on their gradients left out
+    (lion-pytorch's `filter(lambda p: exists(p.grad), group["params"])`): preinitialize
+    makes the state of each, as torch makes it for those with one (state never read
+    where there is none)."""
+    if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) \
+            and iterable.func.id == "filter" and len(iterable.args) == 2 \
+            and not iterable.keywords and isinstance(iterable.args[0], ast.Lambda):
+        test = iterable.args[0]
+        names = [a.arg for a in test.args.args]
+        if len(names) != 1:
+            return iterable
+        graded = {id(n.value) for n in ast.walk(test.body)
+                  if isinstance(n, ast.Attribute) and n.attr == "grad"}
+        if all(id(n) in graded for n in ast.walk(test.body)
+               if isinstance(n, ast.Name) and n.id == names[0]):
+            return iterable.args[1]
+    return iterable
 
 
 def _state_binding(statement: ast.AST, param: str | None = None) -> str | None:
