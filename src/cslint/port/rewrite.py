@@ -283,7 +283,8 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
         if found is None or found.abstract:
             stateless.append(info.node)
     steps = (lambda: rewriter.import_edits(bool(torch_classes)), rewriter.base_edits,
-             rewriter.shared_state_edits, rewriter.lazy_state_edits,
+             rewriter.shared_state_edits, rewriter.state_alias_edits,
+             rewriter.lazy_state_edits,
              lambda: rewriter.stateless_edits(stateless),
              rewriter.group_counter_edits, rewriter.group_accumulator_edits,
              rewriter.rebound_state_edits, rewriter.written_state_edits,
@@ -430,6 +431,45 @@ class _Rewriter:
         return edits
 
     # -- 3. lazy state -> preinitialize -------------------------------------------------
+
+    def state_alias_edits(self) -> list[Edit]:
+        """`if "z" not in self.state[p]: self.state[p]["z"] = ...` (schedule-free): the
+        check reads and writes the parameter's state through a name of its own first
+        (`state = self.state[p]` above it), the form the next round moves into
+        preinitialize."""
+        edits = []
+        for finding in self.coded("CS101"):
+            for node in self.statements_at(finding)[:1]:
+                target = node.targets[0] if isinstance(node, ast.Assign) \
+                    and len(node.targets) == 1 else None
+                place = target.value if isinstance(target, ast.Subscript) else None
+                if not (isinstance(place, ast.Subscript)
+                        and dotted_name(place.value) == "self.state"
+                        and isinstance(place.slice, ast.Name)):
+                    continue
+                written = ast.unparse(place)
+                guard = next((a for a in self.ancestors(node) if isinstance(a, ast.If)
+                              and any(isinstance(n, ast.Subscript) and ast.unparse(n) == written
+                                      for n in ast.walk(a.test))), None)
+                loop = self.parents.get(id(guard)) if guard is not None else None
+                if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)
+                        and loop.target.id == place.slice.id and guard in loop.body):
+                    continue
+                function = self._function_of(loop)
+                used = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)} \
+                    if function is not None else set()
+                name = _fresh("state", used)
+                start, end = self.span(guard)
+                places = sorted((n for n in ast.walk(guard) if isinstance(n, ast.Subscript)
+                                 and ast.unparse(n) == written),
+                                key=lambda n: (n.lineno, n.col_offset), reverse=True)
+                text = self.text[start:end]
+                for found in places:
+                    first, last = self.span(found)
+                    text = text[:first - start] + name + text[last - start:]
+                edits.append(Edit(start, end, f"{name} = {written}{_newline(self.text)}"
+                                              f"{self.indent_of(guard)}{text}"))
+        return _apart(edits)
 
     def lazy_state_edits(self) -> list[Edit]:
         classes: dict[int, tuple[ast.ClassDef, list[ast.stmt]]] = {}
@@ -1837,7 +1877,7 @@ class _LazyStatePlan:
             return False
         group, blocks, param_loop = loops
         param = param_loop.target.id
-        params = _unfiltered(param_loop.iter)
+        params = _unfiltered(param_loop.iter, where)
         if _mentions_grad(params):
             return False
         # (`grad_shape: tuple[int, ...] = grad.shape` too: annotated)
@@ -2661,11 +2701,28 @@ def _number_either_way(choice: ast.IfExp) -> float | None:
     return None
 
 
-def _unfiltered(iterable: ast.expr) -> ast.expr:
+def _unfiltered(iterable: ast.expr, function: ast.AST | None = None) -> ast.expr:
     """The parameters a loop goes over, with a filter on their gradients left out
-    (lion-pytorch's `filter(lambda p: exists(p.grad), group["params"])`): preinitialize
-    makes the state of each, as torch makes it for those with one (state never read
-    where there is none)."""
+    (lion-pytorch's `filter(lambda p: exists(p.grad), group["params"])`, schedule-free's
+    `active_p = [p for p in group["params"] if p.grad is not None]` bound once in
+    `function`): preinitialize makes the state of each, as torch makes it for those with
+    one (state never read where there is none)."""
+    if isinstance(iterable, ast.Name) and function is not None:
+        bound = [n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.AugAssign,
+                                                                  ast.AnnAssign, ast.For))
+                 and any(isinstance(t, ast.Name) and t.id == iterable.id
+                         for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+        if len(bound) == 1 and isinstance(bound[0], ast.Assign) \
+                and isinstance(bound[0].value, ast.ListComp):
+            listed = bound[0].value
+            generator = listed.generators[0] if len(listed.generators) == 1 else None
+            if generator is not None and not generator.is_async \
+                    and isinstance(generator.target, ast.Name) \
+                    and isinstance(listed.elt, ast.Name) \
+                    and listed.elt.id == generator.target.id \
+                    and _tests_only_the_gradient(generator.ifs, generator.target.id):
+                return generator.iter
+        return iterable
     if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) \
             and iterable.func.id == "filter" and len(iterable.args) == 2 \
             and not iterable.keywords and isinstance(iterable.args[0], ast.Lambda):
@@ -2673,12 +2730,17 @@ def _unfiltered(iterable: ast.expr) -> ast.expr:
         names = [a.arg for a in test.args.args]
         if len(names) != 1:
             return iterable
-        graded = {id(n.value) for n in ast.walk(test.body)
-                  if isinstance(n, ast.Attribute) and n.attr == "grad"}
-        if all(id(n) in graded for n in ast.walk(test.body)
-               if isinstance(n, ast.Name) and n.id == names[0]):
+        if _tests_only_the_gradient([test.body], names[0]):
             return iterable.args[1]
     return iterable
+
+
+def _tests_only_the_gradient(tests: list[ast.expr], name: str) -> bool:
+    """Whether `tests` read the parameter `name` only as `name.grad`."""
+    graded = {id(n.value) for test in tests for n in ast.walk(test)
+              if isinstance(n, ast.Attribute) and n.attr == "grad"}
+    return bool(tests) and all(id(n) in graded for test in tests for n in ast.walk(test)
+                               if isinstance(n, ast.Name) and n.id == name)
 
 
 def _state_binding(statement: ast.AST, param: str | None = None) -> str | None:
@@ -3368,6 +3430,7 @@ def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
         if name in ("__init__", "preinitialize"):
             continue
         parameters = {a.arg for a in method.args.args}
+        aliases = _entry_aliases(method)
         for node in ast.walk(method):
             if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
                 continue
@@ -3385,10 +3448,13 @@ def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
                 in_group = container is not None and (
                     (loop is not None and _group_name(loop) == container)
                     or container in parameters and container in ("group", "param_group"))
+                # (`k = group["k"]` ... `group["k"] = k + 1`: the local is the entry)
                 reads_itself = isinstance(node, ast.Assign) and any(
                     isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
                     and n.value.id == container and isinstance(n.slice, ast.Constant)
-                    and n.slice.value == key for n in ast.walk(node.value))
+                    and n.slice.value == key
+                    or isinstance(n, ast.Name) and aliases.get(n.id) == (container, key)
+                    for n in ast.walk(node.value))
                 others = [t for t in targets if t is not target] \
                     if isinstance(node, ast.Assign) else []
                 # An entry that starts as None is carried from one step to the next
@@ -3408,6 +3474,24 @@ def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
                  any(_asks_for_none(node, key) for node in ast.walk(owner))}
     return {nodes[key]: (starts[key], statements) for key, statements in updates.items()
             if key not in rejected}
+
+
+def _entry_aliases(function: ast.AST) -> dict[str, tuple[str, str]]:
+    """The local names `function` binds to an entry alone (`k = group["k"]`: (`group`,
+    "k")) and binds nowhere else."""
+    bindings: dict[str, int] = {}
+    found: dict[str, tuple[str, str]] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bindings[node.id] = bindings.get(node.id, 0) + 1
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Subscript) \
+                and isinstance(node.value.value, ast.Name) \
+                and isinstance(node.value.slice, ast.Constant) \
+                and isinstance(node.value.slice.value, str):
+            found[node.targets[0].id] = (node.value.value.id, node.value.slice.value)
+    return {name: entry for name, entry in found.items() if bindings.get(name) == 1}
 
 
 def _shared_state_key(statement: ast.stmt) -> str | None:
