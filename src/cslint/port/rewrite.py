@@ -2355,7 +2355,22 @@ class _LazyStatePlan:
         return read, text
 
     def _removal(self, guard: ast.If) -> Edit:
-        return _removal(self.r, guard)
+        """The check's lines out; a loop that held nothing else but the binding of the
+        state it read (`for p in active_p: state = self.state[p]; if "z" not in
+        state: ...`, the binding read nowhere else) goes whole."""
+        r = self.r
+        loop = r.parents.get(id(guard))
+        if isinstance(loop, ast.For) and not loop.orelse and loop.body[-1] is guard \
+                and isinstance(loop.target, ast.Name):
+            before = loop.body[:-1]
+            names = {_state_binding(s, loop.target.id) for s in before}
+            function = r._function_of(loop)
+            if before and None not in names and function is not None and not any(
+                    isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
+                    and not any(n is m for m in ast.walk(guard))
+                    for n in ast.walk(function)) and _side_effect_free(loop.iter):
+                return _removal(r, loop)
+        return _removal(r, guard)
 
 
 class _FirstStep:
