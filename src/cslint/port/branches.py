@@ -430,7 +430,7 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
     if not places and "list" not in name_kinds.values():
         return None  # names of tensors or numbers only: the assignment selection's to do
 
-    fresh_name = _fresh_names(function)
+    fresh_name = fresh_names(function)
     indent = r.indent_of(statement)
     unit = _unit_indent(r.text, statement, indent)
     torch = r.torch
@@ -501,7 +501,7 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
     return Edit(start, end, new.replace("\n", newline))
 
 
-def _fresh_names(function: ast.AST):
+def fresh_names(function: ast.AST):
     """A maker of names no name or parameter of `function` has, nor one it made
     before: `taken`, `taken_2`, ..."""
     taken = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)} | \
@@ -958,7 +958,7 @@ def swapped_entries(r: "_Rewriter", statement: ast.If, condition: str) -> Edit |
             or not all(_keeps_names(s, set(picks)) for s in middle)):
         return None
 
-    fresh_name = _fresh_names(r._function_of(statement) or statement)
+    fresh_name = fresh_names(r._function_of(statement) or statement)
     # Each entry as the file writes it (its quotes).
     entry = {_entry_key(n): r.code(n) for n in ast.walk(statement)
              if _entry_key(n) in keys}

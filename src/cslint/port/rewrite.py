@@ -47,7 +47,7 @@ from cslint.engine import LintResult, lint
 from cslint.fixes.apply import CSTORCH_IMPORT, Edit, _parses, cstorch_import_edit, encoded, \
     fix_findings
 from cslint.fixes.syntax import CallIndex
-from cslint.port.branches import ALLOCATING as _ALLOCATING, Helpers
+from cslint.port.branches import ALLOCATING as _ALLOCATING, Helpers, fresh_names
 from cslint.semantic.module_index import dotted_name
 from cslint.semantic.torch_api import OPTIM_HELPERS_READING_VALUE
 from cslint.source import SourceFile
@@ -455,10 +455,7 @@ class _Rewriter:
                 if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)
                         and loop.target.id == place.slice.id and guard in loop.body):
                     continue
-                function = self._function_of(loop)
-                used = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)} \
-                    if function is not None else set()
-                name = _fresh("state", used)
+                name = fresh_names(self._function_of(loop) or loop)("state")
                 start, end = self.span(guard)
                 places = sorted((n for n in ast.walk(guard) if isinstance(n, ast.Subscript)
                                  and ast.unparse(n) == written),
@@ -1243,9 +1240,9 @@ class _Rewriter:
                     not self._rebound_by_every_call(function, returned,
                                                     changed | changed_after):
                 continue
-            used = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)}
-            taken, taking, now = (_fresh(name, used) for name in ("taken", "taking", "now"))
-            chosen = {name: _fresh(f"chosen_{name}", used) for name in returned}
+            fresh_name = fresh_names(function)
+            taken, taking, now = (fresh_name(name) for name in ("taken", "taking", "now"))
+            chosen = {name: fresh_name(f"chosen_{name}") for name in returned}
             renamed = {id(n): chosen[n.id] for s in update for n in ast.walk(s)
                        if isinstance(n, ast.Name) and n.id in chosen}
             indent = self.indent_of(statement)
@@ -2588,16 +2585,6 @@ def _under_views(node: ast.expr) -> ast.expr:
             and node.func.attr in _VIEWS:
         node = node.func.value
     return node
-
-
-def _fresh(name: str, used: set[str]) -> str:
-    """`name`, or `name_2`, ...: one no name of the function is."""
-    candidate, number = name, 1
-    while candidate in used:
-        number += 1
-        candidate = f"{name}_{number}"
-    used.add(candidate)
-    return candidate
 
 
 def _apart(edits: list[Edit]) -> list[Edit]:
