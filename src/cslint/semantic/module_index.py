@@ -191,6 +191,12 @@ class FunctionInfo:
         return tuple(a.arg for a in (*args.posonlyargs, *args.args))
 
     @cached_property
+    def binding_names(self) -> tuple[str, ...]:
+        """The positional parameters' names, then the keyword-only ones: the order the
+        tensor-value analysis gives a call's argument values in."""
+        return (*self.parameter_names, *(a.arg for a in self.node.args.kwonlyargs))
+
+    @cached_property
     def parameter_set(self) -> frozenset[str]:
         """Every parameter's name: positional, keyword-only and starred."""
         args = self.node.args

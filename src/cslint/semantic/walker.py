@@ -14,6 +14,27 @@ import ast
 from typing import Callable
 
 
+def unpacked_places(target: ast.expr, value: ast.expr) -> list[int | None] | None:
+    """For `a, b, c, d = x, *ys, z` (one starred element in a tuple or list display, none
+    in the names): the place in the display each name takes its value from, counted
+    from the start before the star and from the end after it; None for a name the
+    starred element's items cover. None where the statement is not of that form."""
+    if not isinstance(target, (ast.Tuple, ast.List)) or \
+            not isinstance(value, (ast.Tuple, ast.List)) or \
+            any(isinstance(e, ast.Starred) for e in target.elts):
+        return None
+    stars = [i for i, e in enumerate(value.elts) if isinstance(e, ast.Starred)]
+    if len(stars) != 1:
+        return None
+    star, count = stars[0], len(target.elts)
+    after = len(value.elts) - 1 - star
+    if count < star + after:
+        return None
+    return [index if index < star else
+            len(value.elts) - (count - index) if index >= count - after else None
+            for index in range(count)]
+
+
 def _dispatch_table(cls: type, prefix: str) -> dict[type, object]:
     """Node type -> the method of `cls` (inherited ones too) named prefix + the type's
     name. Types this Python lacks (`TryStar` before 3.11) are left out."""

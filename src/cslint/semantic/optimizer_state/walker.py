@@ -19,7 +19,7 @@ from cslint.semantic.optimizer_state.values import (
 )
 from cslint.semantic.project import ClassRef
 from cslint.semantic.torch_api import EAGER_CREATION_OPS, TENSOR_FACTORIES
-from cslint.semantic.walker import StatementWalker, join_envs
+from cslint.semantic.walker import StatementWalker, join_envs, unpacked_places
 
 if TYPE_CHECKING:
     from cslint.semantic.optimizer_state.analysis import OptimizerClass, OptimizerStateAnalysis
@@ -190,18 +190,15 @@ class StateWalker(StatementWalker):
             self.env[target.id] = value
         elif isinstance(target, (ast.Tuple, ast.List)):
             items = value.items if isinstance(value, ValueTuple) else None
-            spread = _starred_at(value_node, target) if items is not None else None
+            # `grad, lr, b1, b2, state = p.grad, group["lr"], *group["betas"],
+            # self.state[p]`: each name the element at its place.
+            places = unpacked_places(target, value_node) if items is not None else None
             for i, element in enumerate(target.elts):
                 if isinstance(element, ast.Starred):
                     self.assign(element.value, None, value_node, statement)
                     continue
-                if spread is not None:
-                    # `grad, lr, b1, b2, state = p.grad, group["lr"], *group["betas"],
-                    # self.state[p]`: from the start before the star, from the end after.
-                    after = len(items) - 1 - spread
-                    item = items[i] if i < spread else \
-                        items[len(items) - (len(target.elts) - i)] \
-                        if i >= len(target.elts) - after else None
+                if places is not None:
+                    item = items[places[i]] if places[i] is not None else None
                 else:
                     item = items[i] if items is not None and i < len(items) else None
                 self.assign(element, item, value_node, statement)
@@ -642,14 +639,3 @@ def _casts_itself(value_node: ast.AST | None) -> bool:
     return isinstance(value_node, ast.Call) and isinstance(value_node.func, ast.Attribute) \
         and value_node.func.attr in _CASTS and isinstance(value_node.func.value, ast.Subscript)
 
-
-def _starred_at(value_node: ast.expr, target: ast.Tuple | ast.List) -> int | None:
-    """The place of the one starred element of a tuple or list display unpacked into
-    `target` (which has none); None otherwise."""
-    if not isinstance(value_node, (ast.Tuple, ast.List)) or any(
-            isinstance(e, ast.Starred) for e in target.elts):
-        return None
-    places = [i for i, e in enumerate(value_node.elts) if isinstance(e, ast.Starred)]
-    if len(places) != 1 or len(target.elts) < len(value_node.elts) - 1:
-        return None
-    return places[0]

@@ -335,8 +335,7 @@ class CallEvaluator:
                       value: Value) -> None:
         """The caller's name given as the parameter at `index` (of the bindings) holds
         what the callee filled it with, too."""
-        names = [*function.parameter_names, *(a.arg for a in function.node.args.kwonlyargs)]
-        name = names[index]
+        name = function.binding_names[index]
         given = next((k.value for k in self.node.keywords if k.arg == name), None)
         position = index - _first_argument(function, bound)
         if given is None and index < len(function.parameter_names) and \

@@ -20,7 +20,7 @@ from cslint.semantic.tensor_values.values import (
 )
 from cslint.semantic.torch_api import DEVICE_ATTRIBUTES, DEVICE_TYPES, METADATA_ATTRIBUTES, \
     NOT_TRACING_UNDER_CSTORCH, TENSOR_TYPE_NAMES
-from cslint.semantic.walker import StatementWalker, join_envs
+from cslint.semantic.walker import StatementWalker, join_envs, unpacked_places
 
 if TYPE_CHECKING:
     from cslint.semantic.tensor_values.analysis import TensorValueAnalysis
@@ -84,9 +84,8 @@ class FunctionWalker(StatementWalker):
         if not self.filled:
             return ()
         rebound = self.function.bound_names
-        names = [*self.function.parameter_names,
-                 *(a.arg for a in self.function.node.args.kwonlyargs)]
-        return tuple((index, self.filled[name]) for index, name in enumerate(names)
+        return tuple((index, self.filled[name])
+                     for index, name in enumerate(self.function.binding_names)
                      if name in self.filled and name not in rebound)
 
     # ---- facts ---------------------------------------------------------------------
@@ -130,29 +129,21 @@ class FunctionWalker(StatementWalker):
 
     def _unpacked_by_position(self, node: ast.Assign) -> bool:
         """`grad, lr, beta1, beta2, state = p.grad, group["lr"], *group["betas"],
-        self.state[p]` (lion-pytorch): each name gets the element at its place, counted
-        from the start before the starred one and from the end after it; those it covers
-        get its elements. (A tuple with `*xs` is otherwise a list of every element.)"""
-        target, value = node.targets[0], node.value
-        if len(node.targets) != 1 or not isinstance(target, (ast.Tuple, ast.List)) \
-                or not isinstance(value, (ast.Tuple, ast.List)) \
-                or any(isinstance(e, ast.Starred) for e in target.elts):
+        self.state[p]` (lion-pytorch): each name gets the element at its place
+        (`unpacked_places`), those the starred one covers its elements. (A tuple with
+        `*xs` is otherwise a list of every element.)"""
+        places = unpacked_places(node.targets[0], node.value) if len(node.targets) == 1 \
+            else None
+        if places is None:
             return False
-        starred = [i for i, e in enumerate(value.elts) if isinstance(e, ast.Starred)]
-        after = len(value.elts) - 1 - starred[0] if len(starred) == 1 else 0
-        if len(starred) != 1 or len(target.elts) < starred[0] + after:
-            return False
-        values = [self.eval(e) for e in value.elts]
-        spread = element_of(values[starred[0]])
-        count = len(target.elts)
-        for index, element in enumerate(target.elts):
-            if index < starred[0]:
-                self.assign(element, values[index], value.elts[index])
-            elif index >= count - after:
-                position = len(value.elts) - (count - index)
-                self.assign(element, values[position], value.elts[position])
+        elements = node.value.elts
+        values = [self.eval(e) for e in elements]
+        star = next(i for i, e in enumerate(elements) if isinstance(e, ast.Starred))
+        for element, place in zip(node.targets[0].elts, places):
+            if place is None:
+                self.assign(element, element_of(values[star]), elements[star])
             else:
-                self.assign(element, spread, value.elts[starred[0]])
+                self.assign(element, values[place], elements[place])
         return True
 
     def _condition_derived(self, name: str, expression: ast.expr) -> None:
