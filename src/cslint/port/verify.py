@@ -195,12 +195,14 @@ def _child() -> None:
     # The ports of a package's files are its modules under a package of their own, so
     # that a port's relative import of a file also ported (`from .adam import Adam` in
     # AdamW's) gets the port; of another file, the original.
-    ported_modules: dict[str, str] = {}
-    for file in request["files"]:
+    ported_modules: dict[str, str] = {}  # module name -> the ported file
+    shadow_of: dict[int, str] = {}  # a file of a package, by index -> its port's module
+    for index, file in enumerate(request["files"]):
         root, package = _package_of(file["original"])
         if package:
             stem = os.path.splitext(os.path.basename(file["original"]))[0]
-            ported_modules[f"{PORTED_PACKAGE}.{package}.{stem}"] = file["ported"]
+            shadow_of[index] = f"{PORTED_PACKAGE}.{package}.{stem}"
+            ported_modules[shadow_of[index]] = file["ported"]
             folder = root
             for depth, part in enumerate(package.split(".")):
                 folder = os.path.join(folder, part)
@@ -219,14 +221,12 @@ def _child() -> None:
         # A script's neighbours import as it does (`from utils import x`). A package's
         # modules import through the package (its folder on the path would make them
         # top-level modules: lion-pytorch's own `triton.py` the `triton` torch asks for).
-        if folder not in sys.path and not _package_of(file["original"])[1]:
+        if folder not in sys.path and index not in shadow_of:
             sys.path.insert(0, folder)
         answers: dict[str, dict] = {}
         try:
             original = load(file["original"], f"_cslint_original_{index}")
-            shadow = next((name for name, path in ported_modules.items()
-                           if path == file["ported"]), None)
-            ported = importlib.import_module(shadow) if shadow else \
+            ported = importlib.import_module(shadow_of[index]) if index in shadow_of else \
                 load(file["ported"], f"_cslint_ported_{index}")
         except USER_CODE_ERRORS as error:  # noqa: BLE001 - the user's module: report, do not crash
             problem = f"cannot import: {type(error).__name__}: {error}".splitlines()[0]
