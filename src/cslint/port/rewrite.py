@@ -48,7 +48,7 @@ from cslint.fixes.apply import CSTORCH_IMPORT, Edit, _parses, cstorch_import_edi
     fix_findings
 from cslint.fixes.syntax import CallIndex
 from cslint.port.branches import ALLOCATING as _ALLOCATING, Helpers, fresh_names
-from cslint.semantic.module_index import dotted_name
+from cslint.semantic.module_index import dotted_name, entry_aliases
 from cslint.semantic.torch_api import OPTIM_HELPERS_READING_VALUE
 from cslint.source import SourceFile
 
@@ -3432,7 +3432,7 @@ def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
         if name in ("__init__", "preinitialize"):
             continue
         parameters = {a.arg for a in method.args.args}
-        aliases = _entry_aliases(method)
+        aliases = entry_aliases(method)
         for node in ast.walk(method):
             if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
                 continue
@@ -3476,24 +3476,6 @@ def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
                  any(_asks_for_none(node, key) for node in ast.walk(owner))}
     return {nodes[key]: (starts[key], statements) for key, statements in updates.items()
             if key not in rejected}
-
-
-def _entry_aliases(function: ast.AST) -> dict[str, tuple[str, str]]:
-    """The local names `function` binds to an entry alone (`k = group["k"]`: (`group`,
-    "k")) and binds nowhere else."""
-    bindings: dict[str, int] = {}
-    found: dict[str, tuple[str, str]] = {}
-    for node in ast.walk(function):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            bindings[node.id] = bindings.get(node.id, 0) + 1
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name) \
-                and isinstance(node.value, ast.Subscript) \
-                and isinstance(node.value.value, ast.Name) \
-                and isinstance(node.value.slice, ast.Constant) \
-                and isinstance(node.value.slice.value, str):
-            found[node.targets[0].id] = (node.value.value.id, node.value.slice.value)
-    return {name: entry for name, entry in found.items() if bindings.get(name) == 1}
 
 
 def _shared_state_key(statement: ast.stmt) -> str | None:

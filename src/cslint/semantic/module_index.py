@@ -45,6 +45,24 @@ def dotted_name(node: ast.expr) -> str | None:
     return None
 
 
+def entry_aliases(function: ast.AST) -> dict[str, tuple[str, str]]:
+    """The local names `function` binds to a dict's entry alone (`k = group["k"]`: `k` ->
+    (`group`, "k")) and binds nowhere else: the entry under another name."""
+    bindings: dict[str, int] = {}
+    found: dict[str, tuple[str, str]] = {}
+    for node in ast.walk(function):
+        if node.__class__ is ast.Name and node.ctx.__class__ is not ast.Load:
+            bindings[node.id] = bindings.get(node.id, 0) + 1
+        elif node.__class__ is ast.Assign and len(node.targets) == 1 \
+                and node.targets[0].__class__ is ast.Name \
+                and isinstance(node.value, ast.Subscript) \
+                and isinstance(node.value.value, ast.Name) \
+                and isinstance(node.value.slice, ast.Constant) \
+                and isinstance(node.value.slice.value, str):
+            found[node.targets[0].id] = (node.value.value.id, node.value.slice.value)
+    return {name: entry for name, entry in found.items() if bindings.get(name) == 1}
+
+
 @lru_cache(maxsize=4096)  # messages name the same nodes again and again (a chain's steps)
 def source_snippet(node: ast.AST, limit: int = 60) -> str:
     """The source of an expression for a message, on one line, shortened to `limit`."""

@@ -22,7 +22,7 @@ from enum import Enum
 from typing import Callable, Iterable, Iterator
 
 from cslint.semantic.module_index import (
-    BLOCK_FIELDS, FunctionInfo, ModuleIndex, dotted_name, nodes_under,
+    BLOCK_FIELDS, FunctionInfo, ModuleIndex, dotted_name, entry_aliases, nodes_under,
 )
 from cslint.semantic.project import ProjectIndex
 from cslint.semantic.tensor_values import TensorValueAnalysis
@@ -486,18 +486,9 @@ def _entry_subject(names: set[str], key: str, aliases: frozenset[str] = frozense
 
 def _entry_aliases(method: FunctionInfo, names: set[str], key: str) -> frozenset[str]:
     """The local names `method` binds to `<dict>[key]` alone (`k = group["k"]`) and binds
-    nowhere else."""
-    bound: dict[str, int] = {}
-    aliased: set[str] = set()
-    plain = _entry_subject(names, key)
-    for node in ast.walk(method.node):
-        for target in _binding_targets(node):
-            for name in _bound_names(target):
-                bound[name] = bound.get(name, 0) + 1
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name) and plain.matches(node.value):
-            aliased.add(node.targets[0].id)
-    return frozenset(name for name in aliased if bound.get(name) == 1)
+    nowhere else, for a dict of `names`."""
+    return frozenset(name for name, (container, entry) in entry_aliases(method.node).items()
+                     if container in names and entry == key)
 
 
 def _entry_counters(module, project, info, traced, finder) -> Iterator[CounterDecision]:
