@@ -788,3 +788,44 @@ def test_a_list_a_callee_fills_holds_what_it_appended(tmp_path):
     found = sorted((f.location.line, f.code) for f in result.findings)
     assert found == [(lines.index(line) + 1, "CS201") for line in lines
                      if "filled in" in line or "by keyword" in line]
+
+
+_GROUP_ENTRIES = '''\
+import torch
+import cerebras.pytorch as cstorch
+
+
+def norms(group, device):
+    total = torch.zeros((), device=device)
+    for p in group["params"]:
+        total.add_(p.norm())
+    return total, total.sqrt()
+
+
+class Opt(cstorch.optim.Optimizer):
+    def preinitialize(self):
+        pass
+
+    def step(self):
+        for group in self.param_groups:
+            device = group["params"][0].device
+            group["now"], group["root"] = norms(group, device)
+            drift = (group["now"] - group["root"]).item()  # written: a device tensor
+            group["root"] = 2.0
+            if group["root"] > drift:  # bound again to a number
+                pass
+        for group in self.param_groups:
+            if group["now"] > 0:  # another group: not known
+                pass
+'''
+
+
+def test_a_param_group_entry_the_step_writes_reads_back_as_written(tmp_path):
+    """pytorch-optimizer's ASGD keeps this step's norms in its param groups and reads
+    them back (`(group["curr_param_norm"] - group["prev_param_norm"]).item()`): the
+    entry holds what was written until it is written again or `group` is bound again."""
+    result = lint_source(_GROUP_ENTRIES, tmp_path)
+    lines = _GROUP_ENTRIES.splitlines()
+    found = sorted((f.location.line, f.code) for f in result.findings)
+    assert found == [(lines.index(line) + 1, "CS204") for line in lines
+                     if "written: a device tensor" in line]

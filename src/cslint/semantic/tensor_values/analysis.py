@@ -263,6 +263,12 @@ class TensorValueAnalysis:
         if used and self._class_use:
             self._class_use[-1] = True
 
+    def group_key_made_at_setup(self, ref, key: str, function) -> bool:
+        """Whether the class of `ref` makes the param-group entry `key` outside
+        `function` (`ClassAttributes.group_key_made_elsewhere`)."""
+        self.note_class_use(True)
+        return self.class_attributes.group_key_made_elsewhere(ref, key, function)
+
     @cached_property
     def group_keys_anywhere(self) -> frozenset[str]:
         """Param-group keys any optimizer class of the project makes tensors under."""

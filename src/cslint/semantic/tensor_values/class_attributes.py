@@ -134,6 +134,23 @@ class ClassAttributes:
         optimizer is set up (`group["step"] = cstorch.zeros(())` in `preinitialize`)."""
         return self._setup_keys(ref)[0]
 
+    def group_key_made_elsewhere(self, ref: ClassRef | None, key: str,
+                                 function: FunctionInfo) -> bool:
+        """Whether a method of `ref` (or of a class of its MRO) other than `function`
+        writes the entry `key` (`group["initial_lr"] = group["lr"]` in `__init__`) or
+        names it in a dict it builds (the defaults): then `if key not in group:` in
+        `function` may never be taken. True where the class is unknown."""
+        if ref is None or ref.info is None:
+            return True
+        for entry in self.project.mro(ref):
+            if entry.info is None:
+                continue
+            for method in entry.info.methods.values():
+                if method is not function and method.mentions(key) \
+                        and _names_the_key(method.node, key):
+                    return True
+        return False
+
     def shared_state_keys(self, ref: ClassRef | None) -> frozenset[str]:
         """Keys of its own `ref` (or a class of its MRO) makes a state tensor under where
         the optimizer is set up (`self.state["k"] = cstorch.zeros(1)` in `preinitialize`:
@@ -560,3 +577,19 @@ def _setup_tensor_keys(project: ProjectIndex, module: ModuleIndex, method: Funct
             if dotted and project.qualified_name(module, dotted) in TENSOR_FACTORIES:
                 into.add(target.slice.value)
     return group_keys, shared_keys
+
+
+def _names_the_key(function: ast.AST, key: str) -> bool:
+    """Whether `function` stores under the constant `key` (`d[key] = v`) or builds a
+    dict with it (`dict(key=v)`, `{key: v}`)."""
+    for node in ast.walk(function):
+        kind = node.__class__
+        if kind is ast.Subscript and node.ctx.__class__ is ast.Store \
+                and isinstance(node.slice, ast.Constant) and node.slice.value == key:
+            return True
+        if kind is ast.Dict and any(isinstance(k, ast.Constant) and k.value == key
+                                    for k in node.keys):
+            return True
+        if kind is ast.keyword and node.arg == key:
+            return True
+    return False

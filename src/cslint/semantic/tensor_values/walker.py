@@ -62,6 +62,12 @@ class FunctionWalker(StatementWalker):
         for name, value in zip(kwonly, (*bindings[len(names):], *([None] * len(kwonly)))):
             self.env[name] = value
         self.condition = Condition.EXPRESSION  # where a truth value taken now is taken
+        # The names of param groups the function wrote an entry of (`group_entry`).
+        self.written_groups: set[str] = set()
+        # What reading each such entry gives where the function did not write it.
+        self.entry_defaults: dict[str, Value] = {}
+        # The entries (`group_entry`) the `if`s around the statement test are absent.
+        self.absent_entries: list[set[str]] = []
         self.returned: Value = None
         # The parameters a list's or dict's method filled (`grads.append(p.grad)`), with
         # every value they held after one: what the caller's container holds after.
@@ -223,12 +229,17 @@ class FunctionWalker(StatementWalker):
         sides = self._conditioned_sides(node.test)
         before = dict(self.env)
         self.env.update(sides[0])
+        absent = _entries_tested_absent(node.test)
+        if absent:
+            self.absent_entries.append(absent)
         self._narrowed_block(node.body, not_in_body)
+        if absent:
+            self.absent_entries.pop()
         after_body = self.env
         self.env = before
         self.env.update(sides[1])
         self._narrowed_block(node.orelse, not_in_else)
-        self.env = join_envs(after_body, self.env, join)
+        self.env = self._joined(after_body, self.env)
 
     def statement_Try(self, node: ast.Try) -> None:
         """The body (then the `else`), or a handler, which may start anywhere in the body:
@@ -242,10 +253,10 @@ class FunctionWalker(StatementWalker):
         reached = None if _always_leaves(node.body) or _always_leaves(node.orelse) \
             else after_body
         for handler in node.handlers:
-            self.env = join_envs(before, after_body, join)
+            self.env = self._joined(before, after_body)
             self.block(handler.body)
             if not _always_leaves(handler.body):
-                reached = self.env if reached is None else join_envs(reached, self.env, join)
+                reached = self.env if reached is None else self._joined(reached, self.env)
         self.env = reached if reached is not None else after_body
         self.block(node.finalbody)
 
@@ -277,7 +288,7 @@ class FunctionWalker(StatementWalker):
         self.test(node.test, Condition.WHILE)
         before = dict(self.env)
         self.block(node.body)
-        self.env = join_envs(before, self.env, join)
+        self.env = self._joined(before, self.env)
         self.test(node.test, Condition.WHILE)  # again, with what the body bound
         self.block(node.orelse)
 
@@ -287,7 +298,7 @@ class FunctionWalker(StatementWalker):
         self.assign(node.target, element_of(iterable), node.iter)
         before = dict(self.env)
         self.block(node.body)
-        self.env = join_envs(before, self.env, join)
+        self.env = self._joined(before, self.env)
         self.block(node.orelse)
 
     statement_AsyncFor = statement_For
@@ -334,6 +345,8 @@ class FunctionWalker(StatementWalker):
 
     def assign(self, target: ast.expr, value: Value, value_node: ast.expr) -> None:
         if isinstance(target, ast.Name):
+            if target.id in self.written_groups:
+                self._forget_entries(target.id)
             if isinstance(value, Tensor):
                 value = Tensor(value.device, (ChainStep("{} = {}", target.id, value_node),
                                               *value.why)[:4], value.scheduled, value.boolean,
@@ -364,6 +377,30 @@ class FunctionWalker(StatementWalker):
         elif isinstance(target, ast.Subscript):
             container = self.eval(target.value)
             key = self.eval(target.slice)
+            if container.__class__ is Marker and container.kind == "group" \
+                    and isinstance(target.value, ast.Name) \
+                    and isinstance(target.slice, ast.Constant) \
+                    and isinstance(target.slice.value, str):
+                # `group["norm"] = p.norm()` in the step: read back as written, until
+                # `group` is bound again (po's ASGD keeps its norms there).
+                entry = group_entry(target.value.id, target.slice.value)
+                if any(entry in tested for tested in self.absent_entries) and \
+                        self.analysis.group_key_made_at_setup(self.ref, target.slice.value,
+                                                              self.function):
+                    # `if "initial_lr" not in group: group["initial_lr"] = lr` where the
+                    # class's setup makes the entry (composer's DecoupledAdamW): the
+                    # step never writes it.
+                    return
+                if entry not in self.env:
+                    # What a path that does not write it reads: the class's entry.
+                    self.entry_defaults.setdefault(entry, self.eval(target))
+                self.written_groups.add(target.value.id)
+                self.env[entry] = \
+                    value if value.__class__ is not Tensor else Tensor(
+                        value.device, (ChainStep("{} = {}", target, value_node),
+                                       *value.why)[:4], value.scheduled, value.boolean,
+                        value.grouped)
+                return
             # `d[k] = v` into a list or dict we know: it holds `v` too. What an unknown
             # value holds stays unknown.
             if isinstance(target.value, ast.Name) and isinstance(container, Container):
@@ -488,6 +525,10 @@ class FunctionWalker(StatementWalker):
         if isinstance(base, Marker):
             key = index_node.value if isinstance(index_node, ast.Constant) else None
             if base.kind == "group":
+                if self.written_groups and isinstance(node.value, ast.Name):
+                    written = group_entry(node.value.id, key)
+                    if written in self.env:
+                        return self.env[written]
                 if key == "params":
                     return Marker("params")
                 if key in self.analysis.tensor_keys:
@@ -650,6 +691,22 @@ class FunctionWalker(StatementWalker):
         false_side = {x: side for x, (flag, _, side) in self.conditioned.items()
                       if flag == name.id}
         return (false_side, true_side) if negated else (true_side, false_side)
+
+    def _joined(self, a: dict, b: dict) -> dict:
+        """The names after two paths; a param-group entry one path wrote holds, on the
+        other, what the class's entry reads (`if relative_step: group["lr"] = lr_t`
+        leaves timm's Adafactor the scheduled lr on the other path)."""
+        result = join_envs(a, b, join)
+        for entry, default in self.entry_defaults.items():
+            if (entry in a) != (entry in b):
+                result[entry] = join(a[entry] if entry in a else b[entry], default)
+        return result
+
+    def _forget_entries(self, name: str) -> None:
+        """The param group `name` bound again: the entries written into it are its own."""
+        prefix = group_entry(name, "")
+        for entry in [entry for entry in self.env if entry.startswith(prefix)]:
+            del self.env[entry]
 
     def _forget_conditions(self, name: str) -> None:
         """`name` bound again: what was chosen by it, or as it, holds no more."""
@@ -876,6 +933,11 @@ def literal_outcome(test: ast.expr, literals: dict[str, object]) -> bool | None:
         return None if inner is None else not inner
     if isinstance(test, ast.Name):
         return bool(literals[test.id]) if test.id in literals else None
+    tested = _tensor_type_test(test)
+    if tested is not None:
+        # A Python constant is no tensor (timm's `_init_scalar(value=0.0)` tests
+        # `isinstance(value, Tensor)`).
+        return False if tested in literals else None
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return None
     left, op, right = test.left, test.ops[0], test.comparators[0]
@@ -904,6 +966,23 @@ def literal_outcome(test: ast.expr, literals: dict[str, object]) -> bool | None:
     return None
 
 
+def _tensor_type_test(test: ast.expr) -> str | None:
+    """The name that `isinstance(name, Tensor)` (`torch.Tensor`, a tuple of them) or
+    `torch.is_tensor(name)` asks about; None for any other test."""
+    if not (isinstance(test, ast.Call) and test.args and isinstance(test.args[0], ast.Name)
+            and not test.keywords):
+        return None
+    function = dotted_name(test.func)
+    if function in ("torch.is_tensor", "is_tensor") and len(test.args) == 1:
+        return test.args[0].id
+    if function != "isinstance" or len(test.args) != 2:
+        return None
+    kinds = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+    if all((dotted_name(kind) or "").rsplit(".", 1)[-1] == "Tensor" for kind in kinds):
+        return test.args[0].id
+    return None
+
+
 def literal_parameters_of(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     """Parameters of `node` that an `if` or conditional expression of its own tests alone
     (as `literal_outcome` reads the test) and that nothing in it binds again."""
@@ -923,6 +1002,8 @@ def literal_parameters_of(node: ast.FunctionDef | ast.AsyncFunctionDef) -> froze
                 [test.left, *test.comparators] if isinstance(test, ast.Compare) \
                 and len(test.ops) == 1 else []
             tested.update(o.id for o in operands if isinstance(o, ast.Name))
+            if (name := _tensor_type_test(test)) is not None:
+                tested.add(name)
     return frozenset(tested & names - stored)
 
 
@@ -934,3 +1015,20 @@ def _always_leaves(statements: list[ast.stmt]) -> bool:
     if isinstance(last, (ast.Return, ast.Raise)):
         return True
     return isinstance(last, ast.If) and _always_leaves(last.body) and _always_leaves(last.orelse)
+
+
+def _entries_tested_absent(test: ast.expr) -> set[str]:
+    """The entries (`group_entry`) that `"k" not in group` says are absent, alone or
+    among the operands of `and`."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) \
+        else [test]
+    return {group_entry(part.comparators[0].id, part.left.value) for part in parts
+            if isinstance(part, ast.Compare) and len(part.ops) == 1
+            and isinstance(part.ops[0], ast.NotIn) and isinstance(part.left, ast.Constant)
+            and isinstance(part.left.value, str) and isinstance(part.comparators[0], ast.Name)}
+
+
+def group_entry(group: str, key: str) -> str:
+    """The walker's name for the entry `key` that a function wrote into the param group
+    bound to `group` (no identifier holds the separator)."""
+    return f"{group}\x00{key}"
