@@ -1,7 +1,7 @@
 """`cslint port` over every optimizer class of pytorch-optimizer 4.1.0, each port verified.
 
     python benchmarks/port_pytorch_optimizer.py WHEEL_OR_PACKAGE_FOLDER [--steps N] [--json OUT]
-        [--name IMPORT_NAME]
+        [--name IMPORT_NAME] [--classes NAME...]
 
 The package is copied twice into a temporary folder: `pytorch_optimizer` (the original)
 and `ported_pytorch_optimizer` (ported in place, as `cslint port --write` would, then its
@@ -78,6 +78,8 @@ def main() -> int:
                              "a folder of them, imported under this name)")
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--json", type=Path, help="write the rows here as JSON")
+    parser.add_argument("--classes", nargs="+", metavar="NAME",
+                        help="verify and list these classes only (every file is ported)")
     args = parser.parse_args()
     PACKAGE, PORTED = args.name, "ported_" + args.name
 
@@ -103,7 +105,8 @@ def main() -> int:
             renamed = re.sub(rf"\b{PACKAGE}\b", PORTED, text)
             (ported / relative).write_text(renamed)
             files.append((str(original / relative), renamed.encode(),
-                          [c.name for c in file.classes]))
+                          [c.name for c in file.classes
+                           if not args.classes or c.name in args.classes]))
         # The verifier imports both packages from the folder that holds them.
         os.environ["PYTHONPATH"] = os.pathsep.join(
             [folder, *filter(None, [os.environ.get("PYTHONPATH")])])
@@ -115,6 +118,8 @@ def main() -> int:
     for file, results in zip(run.ported, verified):
         relative = Path(file.path).relative_to(work)
         for found in file.classes:
+            if args.classes and found.name not in args.classes:
+                continue
             result = results.get(found.name)
             rows.append({
                 "file": str(relative), "class": found.name, "ported": found.ported,

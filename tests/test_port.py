@@ -2036,3 +2036,68 @@ def test_verify_puts_an_optimizer_with_a_train_method_in_training_mode(tmp_path:
     verified = verify_port(str(path), ported.ported, ["ModeSGD"], steps=8)["ModeSGD"]
     assert (verified.numbers_equal, verified.strict_clean, verified.problem) == \
         (True, True, None), verified
+
+
+_WRAPPER = '''\
+import torch
+from torch.optim import Optimizer
+
+
+class Centred(Optimizer):
+    """Takes each gradient's mean out, then steps the optimizer it wraps."""
+
+    def __init__(self, optimizer, keep=0.0):
+        self.optimizer = optimizer
+        self.keep = keep
+        self.defaults = optimizer.defaults
+        self._optimizer_step_pre_hooks = {}
+        self._optimizer_step_post_hooks = {}
+        self._patch_step_function()
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    @property
+    def state(self):
+        return self.optimizer.state
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.grad.sub_(p.grad.mean() * (1.0 - self.keep))
+        return self.optimizer.step(closure)
+'''
+
+
+def test_verify_builds_a_wrapper_around_sgd(tmp_path: Path):
+    """A constructor whose first argument is the optimizer to wrap gets one: torch's
+    SGD for the original, the runtime reference's for the port; what the wrapper
+    does around it is compared, in strict mode."""
+    from cslint.port.verify import verify_port
+
+    path = tmp_path / "centred.py"
+    path.write_text(_WRAPPER)
+    ported = port_file(str(path), Config())
+    assert ported.classes[0].ported
+    verified = verify_port(str(path), ported.ported, ["Centred"], steps=8)["Centred"]
+    assert (verified.numbers_equal, verified.strict_clean, verified.problem) == \
+        (True, True, None), verified
+
+
+def test_verify_finds_state_a_wrapper_makes_around_the_wrapped_step(tmp_path: Path):
+    """A port whose wrapper adds state around the wrapped step (its `state` a
+    read-only property, so strict mode compares it after the step): not clean."""
+    from cslint.port.verify import verify_port
+
+    path = tmp_path / "centred.py"
+    path.write_text(_WRAPPER)
+    ported = port_file(str(path), Config()).ported.decode()
+    made = "                    p.grad.sub_(p.grad.mean() * (1.0 - self.keep))\n"
+    assert made in ported
+    lazy = ported.replace(made, made + '                    self.state[p]["seen"] = 1.0\n')
+    verified = verify_port(str(path), lazy.encode(), ["Centred"], steps=4)["Centred"]
+    assert verified.strict_clean is False
+    assert "CS101" in verified.problem and "'seen'" in verified.problem, verified

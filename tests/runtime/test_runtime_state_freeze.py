@@ -207,3 +207,84 @@ def test_strict_off_inside_the_step_writes_through():
     for p in optimizer.param_groups[0]["params"]:
         assert "late" in optimizer.state[p]
         assert type(optimizer.state[p]) is dict
+
+
+# -- A wrapper whose state is the wrapped optimizer's ----------------------------------
+
+
+class Wrapper(cstorch.optim.Optimizer):
+    """Reads `state` and `param_groups` through read-only properties, as
+    pytorch-optimizer's OrthoGrad and Lookahead do; `extra` runs around the wrapped
+    optimizer's step."""
+
+    def __init__(self, optimizer, extra=None):  # no super().__init__: a wrapper's way
+        self.optimizer = optimizer
+        self.extra = extra
+        self._optimizer_step_pre_hooks = {}
+        self._optimizer_step_post_hooks = {}
+        self._patch_step_function()
+
+    @property
+    def state(self):
+        return self.optimizer.state
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    def preinitialize(self):
+        pass
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if self.extra is not None:
+            self.extra(self)
+        return self.optimizer.step()
+
+
+def _slow_copy(wrapper):
+    for group in wrapper.param_groups:
+        for p in group["params"]:
+            wrapper.state[p]["slow"] = p.clone()
+
+
+def _new_param_state(wrapper):
+    p = wrapper.param_groups[0]["params"][0]
+    wrapper.state[p] = {"momentum_buffer": torch.zeros_like(p)}
+
+
+def _rebound_buffer(wrapper):
+    for group in wrapper.param_groups:
+        for p in group["params"]:
+            state = wrapper.state[p]
+            state["momentum_buffer"] = state["momentum_buffer"] * 0.5
+
+
+def test_a_wrapper_with_read_only_state_steps_through_the_wrapped_step():
+    params = make_params()
+    wrapper = Wrapper(CompliantSGD(params, momentum=0.9))
+    before = {p: wrapper.state[p]["momentum_buffer"] for p in params}
+    run_steps(wrapper, 3)
+    assert all(wrapper.state[p]["momentum_buffer"] is before[p] for p in params)
+    assert type(wrapper.optimizer.state) is defaultdict
+
+
+@pytest.mark.parametrize(("extra", "code", "words"), [
+    (_slow_copy, "CS101", "adds state entry 'slow'"),
+    (_new_param_state, "CS101", "binds self.state[...]"),
+    (_rebound_buffer, "CS102", "rebinds state entry 'momentum_buffer'"),
+])
+def test_what_a_wrapper_adds_around_the_wrapped_step_is_found_after_it(extra, code, words):
+    wrapper = Wrapper(CompliantSGD(make_params(), momentum=0.9), extra)
+    with pytest.raises(cstorch.StateError) as caught:
+        wrapper.step()
+    assert caught.value.code == code
+    assert words in str(caught.value)
+    assert "Wrapper.step" in str(caught.value)
+
+
+def test_a_wrapper_state_write_is_not_checked_with_strict_mode_off():
+    wrapper = Wrapper(CompliantSGD(make_params(), momentum=0.9), _slow_copy)
+    with cstorch.strict(False):
+        wrapper.step()
+    assert all("slow" in wrapper.state[p] for p in wrapper.optimizer.state)

@@ -34,6 +34,7 @@ from cslint.cstorch.source_position import SourceSite, user_site
 
 __all__ = [
     "AttributeSnapshot",
+    "StateSnapshot",
     "FrozenOptimizerState",
     "FrozenParamGroup",
     "FrozenParamState",
@@ -372,6 +373,52 @@ class AttributeSnapshot:
                     owner=owner,
                     site=_attribute_write_site(type(optimizer), name, step, grows=False),
                 )
+
+
+class StateSnapshot:
+    """A wrapper's state when step starts, where it cannot be frozen: its `state` is a
+    read-only property giving the wrapped optimizer's (pytorch-optimizer's OrthoGrad,
+    Lookahead). The wrapped optimizer's own step freezes it while that runs; what the
+    wrapper's code adds or rebinds around it is found by comparing after."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self, state: Mapping) -> None:
+        self.entries = {id(param): (param, plain, dict(plain))
+                        for param, plain in state.items() if isinstance(plain, Mapping)}
+
+    def check(self, state: Mapping, describe: Callable[[object], str], owner: str) -> None:
+        """CS101 for a parameter state or entry added since, CS102 for one rebound."""
+        for param, plain in state.items():
+            if not isinstance(plain, Mapping):
+                continue
+            found = self.entries.get(id(param))
+            if found is None or found[1] is not plain:
+                if not plain:
+                    continue  # torch's defaultdict read of a parameter with no state
+                raise compliance_error(
+                    "CS101",
+                    f"binds self.state[...] of {describe(param)} to a new "
+                    f"{type(plain).__name__} while step runs; the state is fixed "
+                    "once preinitialize() returns",
+                    advice.PARAMETER_STATE_REBOUND, owner=owner)
+            before = found[2]
+            for key, value in plain.items():
+                current = before.get(key, _MISSING)
+                if current is value:
+                    continue
+                if current is _MISSING:
+                    raise compliance_error(
+                        "CS101",
+                        f"adds state entry {key!r} to {describe(param)} while step "
+                        "runs; the state is fixed once preinitialize() returns",
+                        advice.STATE_OUTSIDE_PREINITIALIZE, owner=owner)
+                raise compliance_error(
+                    "CS102",
+                    f"rebinds state entry {key!r} of {describe(param)} to a different "
+                    f"object ({_kind(value)} replacing {_kind(current)}); the compiled "
+                    "step keeps updating the original",
+                    advice.STATE_REBOUND.format(name=f"state[{key!r}]"), owner=owner)
 
 
 def _added_tensors(container, size: int) -> bool:

@@ -7,7 +7,9 @@ runtime reference `cslint.cstorch`, whose strict mode is on. For the class's def
 hyperparameters and each of its boolean options flipped, both optimizers run STEPS
 steps on random float32 parameters of shapes 1-D, 2-D and 4-D with the same random
 gradients (where the constructor requires a flag in every param group, Muon's
-`use_muon`, in two groups: True for the matrices and larger, False for the vectors);
+`use_muon`, in two groups: True for the matrices and larger, False for the vectors; where
+its first argument is an optimizer to wrap, around SGD with momentum: torch's for the
+original, the runtime reference's for the port);
 the port has a cstorch LR scheduler with a closed form attached (one lr for every
 group, as a closed form gives), and the original gets the same learning rate as a
 Python float before each step. The port's
@@ -277,6 +279,42 @@ def _required(cls) -> list[str]:
             and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
+# The names a wrapper's constructor gives the optimizer it wraps, in place of the
+# parameters (pytorch-optimizer's Lookahead, OrthoGrad, PCGrad; timm's Lookahead).
+_WRAPPED_NAMES = ("optimizer", "base_optimizer", "inner_optimizer", "optim")
+
+
+def _wraps_an_optimizer(cls) -> bool:
+    """Whether the constructor's first argument is an optimizer to wrap, not parameters:
+    named as one, or annotated with a type that names `Optimizer`."""
+    import inspect
+
+    arguments = list(inspect.signature(cls.__init__).parameters.values())[1:2]
+    if not arguments:
+        return False
+    first = arguments[0]
+    annotation = first.annotation
+    named = annotation if isinstance(annotation, str) else \
+        getattr(annotation, "__name__", "") or str(annotation)
+    return first.name in _WRAPPED_NAMES or (
+        annotation is not inspect.Parameter.empty and "Optimizer" in named
+        and first.name not in ("params", "parameters"))
+
+
+# The optimizer a wrapper wraps in a verify run: SGD with momentum, torch's for the
+# original and the runtime reference's for the port (equal numbers, tested beside it).
+WRAPPED_MOMENTUM = 0.9
+
+
+def _wrapped(params: list, lr: float, ported: bool):
+    import torch
+
+    import cslint.cstorch as cstorch
+
+    sgd = cstorch.optim.SGD if ported else torch.optim.SGD
+    return sgd(params, lr=lr, momentum=WRAPPED_MOMENTUM)
+
+
 def _compare(original_cls, ported_cls, steps: int) -> dict:
     import torch
 
@@ -336,9 +374,13 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
     original_params = [torch.nn.Parameter(t.clone()) for t in start]
     ported_params = [torch.nn.Parameter(t.clone()) for t in start]
     flags: list[str] = []  # param-group flags the class requires (none: a plain list)
+    wraps = _wraps_an_optimizer(original_cls)
+    if wraps:
+        what += f" around SGD(momentum={WRAPPED_MOMENTUM})"
     try:
         torch.manual_seed(RNG_SEED)
-        original = original_cls(original_params, **options)
+        original = original_cls(_wrapped(original_params, GIVEN_LR, False) if wraps
+                                else original_params, **options)
     except USER_CODE_ERRORS as error:  # noqa: BLE001
         flags = _group_flags(original_cls)
         if not flags:
@@ -353,8 +395,9 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
         what += " and param groups with " + ", ".join(f"{flag}=True/False" for flag in flags)
     try:
         torch.manual_seed(RNG_SEED)
-        ported = ported_cls(_flagged_groups(ported_params, flags) if flags else ported_params,
-                            **options)
+        ported = ported_cls(_wrapped(ported_params, GIVEN_LR, True) if wraps
+                            else _flagged_groups(ported_params, flags) if flags
+                            else ported_params, **options)
         _to_training(original)
         _to_training(ported)
         base_lr = original.param_groups[0].get("lr", 1e-3)

@@ -33,6 +33,7 @@ from cslint.cstorch.state_freeze import (
     AttributeSnapshot,
     FrozenOptimizerState,
     FrozenParamGroup,
+    StateSnapshot,
     attribute_gains_tensor_error,
     holds_tensor,
     layout_differences,
@@ -79,6 +80,8 @@ def _guard_step(step: Callable, owner: str) -> Callable:
             return step(self, *args, **kwargs)
         args, kwargs = _loss_closure_on_host(args, kwargs)
         mark_optimizer_values(self, self.scheduled_keys())
+        if not _swappable(type(self)):
+            return _checked_after(self, step, owner, args, kwargs)
         original_state = self.state
         # A subclass's step calling super().step() is already frozen.
         swap = not isinstance(original_state, FrozenOptimizerState)
@@ -101,6 +104,27 @@ def _guard_step(step: Callable, owner: str) -> Callable:
 
     guarded_step._cstorch_guarded_step = True
     return guarded_step
+
+
+def _swappable(cls: type) -> bool:
+    """Whether step may swap `state` and `param_groups` for frozen views: not where
+    the class reads them through read-only properties (a wrapper's, which give the
+    wrapped optimizer's)."""
+    return not any(isinstance(attribute := getattr(cls, name, None), property)
+                   and attribute.fset is None for name in ("state", "param_groups"))
+
+
+def _checked_after(optimizer, step: Callable, owner: str, args, kwargs):
+    """A wrapper's step: the wrapped optimizer's step freezes its own state while it
+    runs; what the wrapper adds around it is compared after (`StateSnapshot`)."""
+    state = optimizer.state
+    before = StateSnapshot(state)
+    attributes = AttributeSnapshot(optimizer.__dict__)
+    with guarded_region(owner, optimizer._has_float64_params):
+        result = step(optimizer, *args, **kwargs)
+    before.check(state, optimizer._describe_param, owner)
+    attributes.check(optimizer, step, owner)
+    return result
 
 
 def _rebuilt_on_load(attribute: str) -> bool:
@@ -299,7 +323,8 @@ class Optimizer(torch.optim.Optimizer, ABC):
     def scheduled_keys(self) -> set[str]:
         """The group keys holding scheduled (device) values: the lr, and every
         key a scheduler attached to this optimizer (or its original) drives."""
-        return {"lr", *self._scheduled_keys}
+        # (A wrapper that never runs this class's __init__ has none of its own.)
+        return {"lr", *self.__dict__.get("_scheduled_keys", ())}
 
     # -- state dict --------------------------------------------------------------
 
