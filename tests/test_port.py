@@ -2101,3 +2101,101 @@ def test_verify_finds_state_a_wrapper_makes_around_the_wrapped_step(tmp_path: Pa
     verified = verify_port(str(path), lazy.encode(), ["Centred"], steps=4)["Centred"]
     assert verified.strict_clean is False
     assert "CS101" in verified.problem and "'seen'" in verified.problem, verified
+
+
+_AVERAGING_WRAPPER = '''\
+from collections import defaultdict
+
+import torch
+from torch.optim import Optimizer
+
+
+class Averaged(Optimizer):
+    """Steps the optimizer it wraps, then keeps a running average of each parameter
+    in a state of its own."""
+
+    def __init__(self, optimizer, decay=0.9):
+        self.optimizer = optimizer
+        self.decay = decay
+        self.defaults = optimizer.defaults
+        self.state = defaultdict(dict)
+        self._optimizer_step_pre_hooks = {}
+        self._optimizer_step_post_hooks = {}
+        self._patch_step_function()
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = self.optimizer.step(closure)
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if "average" not in state:
+                    state["average"] = torch.zeros_like(p)
+                state["average"].lerp_(p, 1.0 - self.decay)
+        return loss
+'''
+
+
+def test_a_wrapper_that_calls_no_base_init_calls_the_preinitialize_it_gets(tmp_path: Path):
+    """cstorch's Optimizer.__init__ calls preinitialize(); a wrapper that never calls a
+    base's __init__ would never make the state the port moved there."""
+    from cslint.port.verify import verify_port
+
+    path = tmp_path / "averaged.py"
+    path.write_text(_AVERAGING_WRAPPER)
+    ported = port_file(str(path), Config())
+    text = ported.ported.decode()
+    assert ported.classes[0].ported
+    init = text[text.index("def __init__"):text.index("@property")]
+    assert init.rstrip().endswith("self.preinitialize()")
+    assert port_file_text_again(tmp_path, text) == text
+    verified = verify_port(str(path), ported.ported, ["Averaged"], steps=8)["Averaged"]
+    assert (verified.numbers_equal, verified.strict_clean, verified.problem) == \
+        (True, True, None), verified
+
+
+def port_file_text_again(tmp_path: Path, text: str) -> str:
+    again = tmp_path / "again.py"
+    again.write_text(text)
+    return port_file(str(again), Config()).ported.decode()
+
+
+_EVERY_FOURTH = '''\
+import torch
+{base_import}
+
+
+class Decaying({base}):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+        self.calls = 0
+{preinitialize}
+    @torch.no_grad()
+    def step(self, closure=None):
+        self.calls += 1
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(-group["lr"] * p.grad)
+                if self.calls % 4 == 0:
+                    p.mul_(0.99)
+'''
+
+
+def test_verify_compares_the_graph_of_every_step_with_the_first(tmp_path: Path):
+    """A Python counter that changes the graph only every fourth step: the graphs of
+    all the steps are compared, not only the first three."""
+    from cslint.port.verify import verify_port
+
+    path = tmp_path / "decaying.py"
+    path.write_text(_EVERY_FOURTH.format(
+        base_import="from torch.optim import Optimizer", base="Optimizer", preinitialize=""))
+    ported = _EVERY_FOURTH.format(
+        base_import="import cerebras.pytorch as cstorch", base="cstorch.optim.Optimizer",
+        preinitialize="\n    def preinitialize(self):\n        pass\n")
+    verified = verify_port(str(path), ported.encode(), ["Decaying"], steps=6)["Decaying"]
+    assert verified.strict_clean is False
+    assert "CS501" in verified.problem and "step 4" in verified.problem, verified

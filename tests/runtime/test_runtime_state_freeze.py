@@ -288,3 +288,39 @@ def test_a_wrapper_state_write_is_not_checked_with_strict_mode_off():
     with cstorch.strict(False):
         wrapper.step()
     assert all("slow" in wrapper.state[p] for p in wrapper.optimizer.state)
+
+
+class SlowWeights(cstorch.optim.Optimizer):
+    """timm's Lookahead: state and param groups are attributes of its own, and its
+    slow weights go into the state of the optimizer it wraps."""
+
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+        self.param_groups = optimizer.param_groups
+        self.state = defaultdict(dict)
+        self._optimizer_step_pre_hooks = {}
+        self._optimizer_step_post_hooks = {}
+        self._patch_step_function()
+
+    def preinitialize(self):
+        pass
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = self.optimizer.step()
+        for group in self.param_groups:
+            for p in group["params"]:
+                inner = self.optimizer.state[p]
+                if "slow" not in inner:
+                    inner["slow"] = p.clone()
+                inner["slow"].lerp_(p, 0.5)
+        return loss
+
+
+def test_state_a_wrapper_adds_to_the_wrapped_optimizer_is_found_after_its_step():
+    wrapper = SlowWeights(CompliantSGD(make_params(), momentum=0.9))
+    with pytest.raises(cstorch.StateError) as caught:
+        wrapper.step()
+    assert caught.value.code == "CS101"
+    assert "adds state entry 'slow'" in str(caught.value)
+    assert "SlowWeights.step" in str(caught.value)

@@ -286,6 +286,7 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
              rewriter.shared_state_edits, rewriter.state_alias_edits,
              rewriter.lazy_state_edits,
              lambda: rewriter.stateless_edits(stateless),
+             rewriter.preinitialize_call_edits,
              rewriter.group_counter_edits, rewriter.group_accumulator_edits,
              rewriter.rebound_state_edits, rewriter.written_state_edits,
              rewriter.handed_back_edits,
@@ -575,6 +576,30 @@ class _Rewriter:
                       f"{indent}{unit}pass  # no per-parameter state{newline}{newline}")
             at = self.line_start(_first_line(step))
             edits.append(Edit(at, at, method))
+        return edits
+
+    def preinitialize_call_edits(self) -> list[Edit]:
+        """`self.preinitialize()` at the end of `__init__` in a class whose `__init__`
+        calls no base's (a wrapper: pytorch-optimizer's ScheduleFreeWrapper keeps the
+        wrapped optimizer and a state of its own): cstorch's Optimizer.__init__, which
+        calls preinitialize(), never runs there, so the state the port moved into it
+        would never be made."""
+        edits = []
+        newline = _newline(self.text)
+        for owner in (n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)):
+            methods = _methods(owner)
+            init, made = methods.get("__init__"), methods.get("preinitialize")
+            if init is None or made is None or _placeholder_body(made) is not None \
+                    or any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                           and n.func.attr in ("__init__", "preinitialize")
+                           for n in ast.walk(owner)):
+                continue
+            last = init.body[-1]
+            if isinstance(last, (ast.Return, ast.Raise)) or \
+                    last.end_lineno >= len(self.source.lines):
+                continue
+            at = self.line_start(last.end_lineno + 1)
+            edits.append(Edit(at, at, f"{self.indent_of(last)}self.preinitialize(){newline}"))
         return edits
 
     # -- 3b. Python counters in param groups -> tensors made in preinitialize ---------------

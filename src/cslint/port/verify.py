@@ -13,8 +13,8 @@ original, the runtime reference's for the port);
 the port has a cstorch LR scheduler with a closed form attached (one lr for every
 group, as a closed form gives), and the original gets the same learning rate as a
 Python float before each step. The port's
-step runs as a `cstorch.trace`d step: the graphs of its first calls must not change
-(CS501), as on the system, where the step's Python runs once. Torch's global random
+step runs as a `cstorch.trace`d step: the graph of each of its calls must be the
+first's (CS501), as on the system, where the step's Python runs once. Torch's global random
 generator is seeded alike before each side's construction and each of its steps, the
 constructions with the first step's seed: random initial state that the original draws
 in its first step and the port in `preinitialize()` draws the same numbers.
@@ -410,8 +410,10 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
                 "strict_clean": False, "codes": [getattr(error, "code", "")]}
     except USER_CODE_ERRORS as error:  # noqa: BLE001
         return {"problem": f"the port fails with {what}: {_one_line(error)}"}
-    # Traced, as on the system: its first calls' graphs are compared (CS501), so a Python
-    # counter left in the port stops it like a host read does.
+    # Traced, as on the system: every call's graph is compared with the first's (CS501),
+    # so a Python counter left in the port stops it like a host read does, even one
+    # that changes the graph only every k steps (timm's Lookahead, k=6).
+    cstorch.graph_check_steps(max(steps, 2))
     step_port = cstorch.trace(ported.step)
     codes: set[str] = set()
     for number in range(steps):

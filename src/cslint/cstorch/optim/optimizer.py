@@ -89,6 +89,7 @@ def _guard_step(step: Callable, owner: str) -> Callable:
             with guarded_region(owner, self._has_float64_params):
                 return step(self, *args, **kwargs)
         attributes = AttributeSnapshot(self.__dict__)
+        wrapped = _wrapped_states(self, original_state)
         self.state = FrozenOptimizerState(original_state, self._describe_param)
         original_groups = self.param_groups
         self.param_groups = [FrozenParamGroup(group, index)
@@ -99,6 +100,8 @@ def _guard_step(step: Callable, owner: str) -> Callable:
         finally:
             self.state = original_state
             self.param_groups = original_groups
+        for state, before in wrapped:
+            before.check(state, self._describe_param, owner)
         attributes.check(self, step, owner)
         return result
 
@@ -118,13 +121,28 @@ def _checked_after(optimizer, step: Callable, owner: str, args, kwargs):
     """A wrapper's step: the wrapped optimizer's step freezes its own state while it
     runs; what the wrapper adds around it is compared after (`StateSnapshot`)."""
     state = optimizer.state
-    before = StateSnapshot(state)
+    states = [(state, StateSnapshot(state)), *_wrapped_states(optimizer, state)]
     attributes = AttributeSnapshot(optimizer.__dict__)
     with guarded_region(owner, optimizer._has_float64_params):
         result = step(optimizer, *args, **kwargs)
-    before.check(state, optimizer._describe_param, owner)
+    for checked, before in states:
+        before.check(checked, optimizer._describe_param, owner)
     attributes.check(optimizer, step, owner)
     return result
+
+
+def _wrapped_states(optimizer, own_state) -> list:
+    """(state, StateSnapshot) of each optimizer `optimizer` keeps in an attribute (the
+    one a wrapper wraps: timm's Lookahead keeps its slow weights in its base
+    optimizer's state): that optimizer's own step freezes it only while it runs."""
+    found, seen = [], {id(own_state)}
+    for value in optimizer.__dict__.values():
+        if isinstance(value, torch.optim.Optimizer) and value is not optimizer:
+            state = value.state
+            if id(state) not in seen and isinstance(state, dict):
+                seen.add(id(state))
+                found.append((state, StateSnapshot(state)))
+    return found
 
 
 def _rebuilt_on_load(attribute: str) -> bool:
