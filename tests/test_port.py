@@ -2199,3 +2199,46 @@ def test_verify_compares_the_graph_of_every_step_with_the_first(tmp_path: Path):
     verified = verify_port(str(path), ported.encode(), ["Decaying"], steps=6)["Decaying"]
     assert verified.strict_clean is False
     assert "CS501" in verified.problem and "step 4" in verified.problem, verified
+
+
+_GOT_ACCUMULATOR = '''\
+import torch
+from torch.optim import Optimizer
+
+
+class Weighted(Optimizer):
+    """Averages its updates with weights that grow with the largest lr seen so far;
+    the running sums live in the param groups, started by `.get` where missing."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            lr = group["lr"]
+            lr_max = group["lr_max"] = max(lr, group.get("lr_max", 0.0))
+            weight_sum = group["weight_sum"] = group.get("weight_sum", 0.0) + lr_max
+            scale = lr_max / weight_sum
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-lr * scale)
+'''
+
+
+def test_a_group_entry_started_by_get_becomes_a_group_tensor(tmp_path: Path):
+    """`group.get("weight_sum", 0.0) + w` written back into the group each step (a
+    running sum the defaults do not start): a group tensor preinitialize makes at the
+    `.get`'s number, updated with `copy_`."""
+    from cslint.port.verify import verify_port
+
+    path = tmp_path / "weighted.py"
+    path.write_text(_GOT_ACCUMULATOR)
+    ported = port_file(str(path), Config())
+    text = ported.ported.decode()
+    assert ported.classes[0].ported, ported.findings
+    assert 'group["weight_sum"] = cstorch.zeros(())' in text
+    assert 'group["weight_sum"].copy_(' in text
+    verified = verify_port(str(path), ported.ported, ["Weighted"], steps=8)["Weighted"]
+    assert (verified.numbers_equal, verified.strict_clean, verified.problem) == \
+        (True, True, None), verified

@@ -17,6 +17,29 @@ from helpers import expected_findings, lint_source
 HEADER = "import torch\nimport cerebras.pytorch as cstorch\n\n"
 
 REPORTED = {
+    "a wrapper's counter in the param groups of the optimizer it wraps": '''
+        class Lookahead(cstorch.optim.Optimizer):
+            def __init__(self, base_optimizer, k=6):
+                defaults = dict(lookahead_k=k, lookahead_step=0)
+                self._base_optimizer = base_optimizer
+                self.param_groups = base_optimizer.param_groups
+                for name, default in defaults.items():
+                    for group in self._base_optimizer.param_groups:
+                        group.setdefault(name, default)
+
+            def preinitialize(self):
+                pass
+
+            @torch.no_grad()
+            def step(self, closure=None):
+                loss = self._base_optimizer.step(closure)
+                for group in self._base_optimizer.param_groups:
+                    group["lookahead_step"] += 1
+                    if group["lookahead_step"] % group["lookahead_k"] == 0:  # expect: CS501
+                        for p in group["params"]:
+                            p.mul_(0.5)
+                return loss
+        ''',
     "optimizer counter reaching an op through a local": '''
         class DecayingSGD(cstorch.optim.Optimizer):
             def __init__(self, params, lr=0.1, decay=0.9):

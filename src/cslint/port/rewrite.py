@@ -3450,6 +3450,19 @@ def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
             continue
         starts.update((key, start) for key, start in entries if _is_number(start)
                       or (isinstance(start, ast.Constant) and start.value is None))
+    # A key the defaults lack, read as `group.get("k", n)` with one number throughout
+    # (pytorch-optimizer's ScheduleFreeWrapper: `group.get("weight_sum", 0.0) + weight`).
+    got: dict[str, list[ast.expr]] = {}
+    for name, method in methods.items():
+        if name in ("__init__", "preinitialize"):
+            continue
+        for node in ast.walk(method):
+            key = _got_key(node)
+            if key is not None and key not in starts:
+                got.setdefault(key, []).append(node.args[1])
+    starts.update((key, found[0]) for key, found in got.items()
+                  if all(_is_number(n) and ast.literal_eval(n) == ast.literal_eval(found[0])
+                         for n in found))
     updates: dict[str, list[ast.Assign]] = {}
     nodes: dict[str, ast.expr] = {}
     rejected: set[str] = set()
@@ -3481,6 +3494,7 @@ def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
                     and n.value.id == container and isinstance(n.slice, ast.Constant)
                     and n.slice.value == key
                     or isinstance(n, ast.Name) and aliases.get(n.id) == (container, key)
+                    or _got_key(n) == key and n.func.value.id == container
                     for n in ast.walk(node.value))
                 others = [t for t in targets if t is not target] \
                     if isinstance(node, ast.Assign) else []
@@ -3501,6 +3515,18 @@ def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
                  any(_asks_for_none(node, key) for node in ast.walk(owner))}
     return {nodes[key]: (starts[key], statements) for key, statements in updates.items()
             if key not in rejected}
+
+
+def _got_key(node: ast.AST) -> str | None:
+    """"k" of `group.get("k", <number>)` (a name's `.get` with a constant key and a
+    number for what is missing); None for anything else."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr == "get" and isinstance(node.func.value, ast.Name) \
+            and len(node.args) == 2 and not node.keywords \
+            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str) \
+            and _is_number(node.args[1]):
+        return node.args[0].value
+    return None
 
 
 def _shared_state_key(statement: ast.stmt) -> str | None:

@@ -467,8 +467,15 @@ def _persistent_dicts(method: FunctionInfo) -> set[str]:
 
 
 def _is_self_attribute(node: ast.AST, self_name: str, attribute: str) -> bool:
-    return (isinstance(node, ast.Attribute) and node.attr == attribute
-            and isinstance(node.value, ast.Name) and node.value.id == self_name)
+    """`self.<attribute>`, or the attribute of an object `self` keeps (`self.
+    _base_optimizer.param_groups`: the groups of the optimizer a wrapper wraps, timm's
+    Lookahead)."""
+    if not (isinstance(node, ast.Attribute) and node.attr == attribute):
+        return False
+    owner = node.value
+    if isinstance(owner, ast.Attribute):
+        owner = owner.value
+    return isinstance(owner, ast.Name) and owner.id == self_name
 
 
 def _entry_subject(names: set[str], key: str, aliases: frozenset[str] = frozenset()
