@@ -1313,16 +1313,18 @@ class Entries(cstorch.optim.Optimizer):
 def test_only_group_entries_started_in_defaults_and_only_accumulated_become_tensors(
         tmp_path: Path):
     """An entry the defaults start at a number and the step only rebinds from itself
-    becomes a tensor of preinitialize updated with copy_, as does one started at None
-    that the step sets for the next; one with no default, also set another way (a reset
-    to a number), or started at None and told apart from it, stays."""
+    becomes a tensor of preinitialize updated with copy_, as do one started at None
+    that the step sets for the next and one the defaults lack that the step starts with
+    `group.get(key, n)`; one also set another way (a reset to a number), or started at
+    None and told apart from it, stays."""
     path = tmp_path / "entries.py"
     path.write_text(GROUP_ENTRIES_LEFT_ALONE)
     text = port_file(str(path), Config()).ported.decode()
     assert 'group["total"] = cstorch.zeros(())' in text
     assert 'group["total"].copy_(group["total"] + group["lr"])' in text
     assert 'group["scale"] = group["scale"] * 0.5' in text
-    assert 'group["seen"] = group.get("seen", 0.0) + group["lr"]' in text
+    assert 'group["seen"] = cstorch.zeros(())' in text
+    assert 'group["seen"].copy_(group.get("seen", 0.0) + group["lr"])' in text
     # An int default accumulates floats: the tensor is a float one.
     assert 'group["gain"] = cstorch.full((), 1.0)' in text
     assert 'group["carried"] = cstorch.zeros(())' in text
