@@ -284,7 +284,7 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
             stateless.append(info.node)
     steps = (lambda: rewriter.import_edits(bool(torch_classes)), rewriter.base_edits,
              rewriter.shared_state_edits, rewriter.state_alias_edits,
-             rewriter.lazy_state_edits,
+             rewriter.lazy_state_edits, rewriter.setup_state_edits,
              lambda: rewriter.stateless_edits(stateless),
              rewriter.preinitialize_call_edits,
              rewriter.group_counter_edits, rewriter.group_accumulator_edits,
@@ -523,6 +523,58 @@ class _Rewriter:
             moved = self._moved_to_preinitialize(owner, guard.body, scalars)
             if moved is not None:
                 return [moved, _removal(self, guard)]
+        return []
+
+    def setup_state_edits(self) -> list[Edit]:
+        """State `__init__` makes after the base's `__init__`, in a loop over the param
+        groups (torch-optimizer's MADGRAD: `for group in self.param_groups: for p in
+        group["params"]: state = self.state[p]; state["s"] = torch.zeros_like(p)`): the
+        loop moves to preinitialize(), which cstorch's `__init__` runs; a constructor
+        argument it reads is read from the defaults it went into (`if momentum != 0` ->
+        `if self.defaults["momentum"] != 0`). Only where the loop makes state and binds
+        locals alone, and reads no other name of `__init__`."""
+        module_names = _module_names(self.tree) | _BUILTINS
+        lines = {f.location.line for f in self.coded("CS101")}
+        for owner in (n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)):
+            methods = _methods(owner)
+            init = methods.get("__init__")
+            if init is None or "step" not in methods:
+                continue
+            into_defaults = _defaults_of_arguments(init)
+            for statement in init.body:
+                if not (isinstance(statement, ast.For)
+                        and dotted_name(statement.iter) == "self.param_groups"
+                        and any(statement.lineno <= line <= statement.end_lineno
+                                for line in lines)):
+                    continue
+                aliases = {n.targets[0].id for n in ast.walk(statement)
+                           if isinstance(n, ast.Assign) and len(n.targets) == 1
+                           and isinstance(n.targets[0], ast.Name)
+                           and isinstance(n.value, ast.Subscript)
+                           and dotted_name(n.value.value) == "self.state"}
+                if not _only_makes_state(statement, aliases):
+                    continue
+                bound = {n.id for n in ast.walk(statement)
+                         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+                # Keys quoted as the loop quotes its own (`group["params"]`).
+                quote = next((self.code(n.slice)[0] for n in ast.walk(statement)
+                              if isinstance(n, ast.Subscript)
+                              and isinstance(n.slice, ast.Constant)
+                              and isinstance(n.slice.value, str)
+                              and self.code(n.slice)[:1] in ("'", '"')), '"')
+                renamed: dict[int, str] = {}
+                for name in (n for n in ast.walk(statement)
+                             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                             and n.id not in bound and n.id != "self"):
+                    if name.id in into_defaults:
+                        key = into_defaults[name.id]
+                        renamed[id(name)] = f"self.defaults[{quote}{key}{quote}]"
+                    elif name.id not in module_names or _binds(init, name.id):
+                        break
+                else:
+                    moved = self._moved_to_preinitialize(owner, [statement], renamed)
+                    if moved is not None:
+                        return [moved, _removal(self, statement)]
         return []
 
     def _moved_to_preinitialize(self, owner: ast.ClassDef, statements: list[ast.stmt],
@@ -3515,6 +3567,34 @@ def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
                  any(_asks_for_none(node, key) for node in ast.walk(owner))}
     return {nodes[key]: (starts[key], statements) for key, statements in updates.items()
             if key not in rejected}
+
+
+def _defaults_of_arguments(init: ast.FunctionDef) -> dict[str, str]:
+    """The arguments of `init` that go into its defaults as they are (`dict(lr=lr,
+    momentum=momentum)`, `{"momentum": momentum}`), each with its key."""
+    arguments = {a.arg for a in (*init.args.posonlyargs, *init.args.args,
+                                 *init.args.kwonlyargs)}
+    found: dict[str, str] = {}
+    for node in ast.walk(init):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "dict":
+            pairs = [(k.arg, k.value) for k in node.keywords if k.arg is not None]
+        elif isinstance(node, ast.Dict):
+            pairs = [(k.value, v) for k, v in zip(node.keys, node.values)
+                     if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        else:
+            continue
+        for key, value in pairs:
+            if isinstance(value, ast.Name) and value.id in arguments \
+                    and not _binds(init, value.id):
+                found.setdefault(value.id, key)
+    return found
+
+
+def _binds(function: ast.FunctionDef, name: str) -> bool:
+    """Whether `function` binds `name` in its body (its parameters aside)."""
+    return any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+               for statement in function.body for n in ast.walk(statement))
 
 
 def _got_key(node: ast.AST) -> str | None:
