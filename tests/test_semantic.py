@@ -829,3 +829,49 @@ def test_a_param_group_entry_the_step_writes_reads_back_as_written(tmp_path):
     found = sorted((f.location.line, f.code) for f in result.findings)
     assert found == [(lines.index(line) + 1, "CS204") for line in lines
                      if "written: a device tensor" in line]
+
+
+_WRAPPED_STATE = '''\
+from collections import defaultdict
+
+import torch
+import cerebras.pytorch as cstorch
+
+
+class Lookahead(cstorch.optim.Optimizer):
+    def __init__(self, base_optimizer, alpha=0.5):
+        self._base_optimizer = base_optimizer
+        self.param_groups = base_optimizer.param_groups
+        self.state = defaultdict(dict)
+        self.alpha = alpha
+
+    def preinitialize(self):
+        pass
+
+    def update_slow(self, group):
+        for fast_p in group["params"]:
+            param_state = self._base_optimizer.state[fast_p]
+            if "slow_buffer" not in param_state:
+                param_state["slow_buffer"] = torch.empty_like(fast_p)  # lazily made
+                param_state["slow_buffer"].copy_(fast_p)
+            slow = param_state["slow_buffer"]
+            slow.add_(fast_p - slow, alpha=self.alpha)
+            fast_p.copy_(slow)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = self._base_optimizer.step(closure)
+        for group in self._base_optimizer.param_groups:
+            self.update_slow(group)
+        return loss
+'''
+
+
+def test_state_made_in_the_wrapped_optimizers_state_is_state(tmp_path):
+    """timm's Lookahead keeps its slow weights in the state of the optimizer it wraps:
+    made lazily in step, that is CS101 as in its own."""
+    result = lint_source(_WRAPPED_STATE, tmp_path)
+    lines = _WRAPPED_STATE.splitlines()
+    found = sorted((f.location.line, f.code) for f in result.findings)
+    assert found == [(lines.index(line) + 1, "CS101") for line in lines
+                     if "lazily made" in line]

@@ -359,10 +359,13 @@ class StateWalker(StatementWalker):
 
     def eval_Attribute(self, node: ast.Attribute) -> Value:
         base = self.eval(node.value)
-        if base is OPTIMIZER and node.attr == "state":
-            return STATE_MAP
-        if base is OPTIMIZER and node.attr == "param_groups":
-            return PARAM_GROUPS
+        if node.attr in ("state", "param_groups") and (
+                base is OPTIMIZER or base is None and isinstance(node.value, ast.Attribute)
+                and self.eval(node.value.value) is OPTIMIZER):
+            # The optimizer's own, or those of an optimizer it keeps (`self.
+            # _base_optimizer.state[p]`: timm's Lookahead keeps its slow weights in the
+            # state of the optimizer it wraps, which only preinitialize may extend too).
+            return STATE_MAP if node.attr == "state" else PARAM_GROUPS
         if isinstance(base, StateTensor) and node.attr == "data":
             return base
         if isinstance(base, (StateTensor, Derived)) and node.attr in ("T", "mT", "real"):
