@@ -34,10 +34,10 @@ from cslint.cstorch.source_position import SourceSite, user_site
 
 __all__ = [
     "AttributeSnapshot",
-    "StateSnapshot",
     "FrozenOptimizerState",
     "FrozenParamGroup",
     "FrozenParamState",
+    "StateSnapshot",
     "attribute_gains_tensor_error",
     "state_layout",
     "layout_differences",

@@ -525,7 +525,8 @@ class FunctionWalker(StatementWalker):
         if isinstance(base, Marker):
             key = index_node.value if isinstance(index_node, ast.Constant) else None
             if base.kind == "group":
-                if self.written_groups and isinstance(node.value, ast.Name):
+                if self.written_groups and isinstance(key, str) \
+                        and isinstance(node.value, ast.Name):
                     written = group_entry(node.value.id, key)
                     if written in self.env:
                         return self.env[written]
