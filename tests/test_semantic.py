@@ -875,3 +875,40 @@ def test_state_made_in_the_wrapped_optimizers_state_is_state(tmp_path):
     found = sorted((f.location.line, f.code) for f in result.findings)
     assert found == [(lines.index(line) + 1, "CS101") for line in lines
                      if "lazily made" in line]
+
+
+_HYPERPARAMETER_TUPLE = '''\
+import math
+
+import torch
+import cerebras.pytorch as cstorch
+
+
+class Rectified(cstorch.optim.Optimizer):
+    def preinitialize(self):
+        pass
+
+    def step(self):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                state = self.state[p]
+                state["rho_inf"] = 2.0 / (1.0 - beta2) - 1.0
+                rt = math.sqrt(state["rho_inf"] - 4.0)  # a Python number
+                moments = state["moments"]
+                first, second = moments
+                if first.sum() > 0:  # unpacked from state: a tensor
+                    p.add_(-rt * second)
+'''
+
+
+def test_names_unpacked_from_a_param_group_tuple_are_python_values(tmp_path):
+    """`beta1, beta2 = group["betas"]`: the betas are hyperparameters (no scheduler
+    drives a tuple), so a state entry computed from them is a Python number; a tuple
+    unpacked from the state is not."""
+    result = lint_source(_HYPERPARAMETER_TUPLE, tmp_path)
+    lines = _HYPERPARAMETER_TUPLE.splitlines()
+    found = sorted((f.location.line, f.code) for f in result.findings
+                   if f.code != "CS101")  # (the entry made in step)
+    assert found == [(lines.index(line) + 1, "CS201") for line in lines
+                     if "unpacked from state" in line]

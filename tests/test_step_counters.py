@@ -17,6 +17,29 @@ from helpers import expected_findings, lint_source
 HEADER = "import torch\nimport cerebras.pytorch as cstorch\n\n"
 
 REPORTED = {
+    "a state entry computed from the counter, read in a condition": '''
+        class RectifiedBelief(cstorch.optim.Optimizer):
+            def __init__(self, params, lr=1e-3, betas=(0.9, 0.999)):
+                super().__init__(params, dict(lr=lr, betas=betas))
+
+            def preinitialize(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        self.state[p]["step"] = 0
+                        self.state[p]["rho_t"] = 0.0
+
+            @torch.no_grad()
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    beta1, beta2 = group["betas"]
+                    for p in group["params"]:
+                        state = self.state[p]
+                        state["step"] += 1
+                        rho_inf = 2.0 / (1.0 - beta2) - 1.0
+                        state["rho_t"] = rho_inf - 2 * state["step"] * beta2 ** state["step"]
+                        if state["rho_t"] > 4:  # expect: CS501
+                            p.add_(-group["lr"] * p.grad)
+        ''',
     "a wrapper's counter in the param groups of the optimizer it wraps": '''
         class Lookahead(cstorch.optim.Optimizer):
             def __init__(self, base_optimizer, k=6):

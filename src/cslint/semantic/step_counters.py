@@ -179,9 +179,23 @@ def _changed_otherwise(nodes: Iterable[ast.AST], subject: _Subject) -> bool:
 # ---- where traced code decides with it -----------------------------------------------------
 
 def _reads_derived(node: ast.AST, derived: dict[str, int]) -> bool:
-    """Whether `node` reads a local name after a line that computed it from the counter."""
-    return (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
-            and node.id in derived and node.lineno > derived[node.id])
+    """Whether `node` reads a local name, or an entry of a local dict, after a line
+    that computed it from the counter."""
+    name = _derived_name(node)
+    return (name is not None and isinstance(node.ctx, ast.Load)
+            and name in derived and node.lineno > derived[name])
+
+
+def _derived_name(node: ast.AST) -> str | None:
+    """`rho` of a name, `state['rho_t']` of an entry of a local dict with a literal
+    key (torch-optimizer's AdaBelief keeps `rho_t`, computed from the Python step count,
+    in the parameter's state); None for anything else."""
+    if node.__class__ is ast.Name:
+        return node.id
+    if node.__class__ is ast.Subscript and node.value.__class__ is ast.Name \
+            and node.slice.__class__ is ast.Constant and isinstance(node.slice.value, str):
+        return f"{node.value.id}[{node.slice.value!r}]"
+    return None
 
 
 def _derived_names(nodes: list[ast.AST], hits: list, counting: set[int]) -> dict[str, int]:
@@ -197,6 +211,10 @@ def _derived_names(nodes: list[ast.AST], hits: list, counting: set[int]) -> dict
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for name in (name for target in targets for name in _bound_names(target)):
                 derived[name] = min(derived.get(name, node.lineno), node.lineno)
+            for target in targets:
+                entry = _derived_name(target) if target.__class__ is ast.Subscript else None
+                if entry is not None:
+                    derived[entry] = min(derived.get(entry, node.lineno), node.lineno)
     return derived
 
 
@@ -328,7 +346,9 @@ class _DecisionFinder:
             return
         derived = _derived_names(nodes, direct, counting)
         if derived:
-            nodes = _nodes_on_lines(function, (*subject.words, *derived))
+            # (An entry's lines are found by its key: `state['rho_t']` by `rho_t`.)
+            words = [name.split("[", 1)[1][1:-2] if "[" in name else name for name in derived]
+            nodes = _nodes_on_lines(function, (*subject.words, *words))
             hits = direct + [_span(node) for node in nodes if _reads_derived(node, derived)]
         else:
             hits = direct
@@ -341,7 +361,7 @@ class _DecisionFinder:
                 node = next(value for value in node.values if reads(value))
             if _contains_any(_span(node), direct):
                 return CounterDecision(node, counter, kind, function)
-            through = next(part.id for part in nodes_under(node)
+            through = next(_derived_name(part) for part in nodes_under(node)
                            if _reads_derived(part, derived))
             return CounterDecision(node, counter, kind, function, through)
 

@@ -479,6 +479,12 @@ def _python_valued_keys(nodes: list[ast.AST], parameters: set[str] = frozenset()
     count as such values."""
     bindings: dict[str, list[ast.expr]] = {}
     unpacked: set[str] = set()  # bound from a tuple's element: not followed
+    # Bound from a tuple a param group holds (`beta1, beta2 = group["betas"]`): a
+    # hyperparameter, which no scheduler drives (it schedules a number, not a tuple).
+    groups = {node.target.id for node in nodes if node.__class__ is ast.For
+              and node.target.__class__ is ast.Name
+              and dotted_name(node.iter) == "self.param_groups"}
+    from_groups: set[str] = set()
     for node in nodes:
         if node.__class__ is ast.AnnAssign and node.target.__class__ is ast.Name \
                 and node.value is not None:
@@ -489,10 +495,17 @@ def _python_valued_keys(nodes: list[ast.AST], parameters: set[str] = frozenset()
             if target.__class__ is ast.Name:
                 bindings.setdefault(target.id, []).append(node.value)
             elif target.__class__ in (ast.Tuple, ast.List):
-                unpacked.update(e.id for e in target.elts if e.__class__ is ast.Name)
-    for name in unpacked:
+                elements = {e.id for e in target.elts if e.__class__ is ast.Name}
+                value = node.value
+                if value.__class__ is ast.Subscript and value.value.__class__ is ast.Name \
+                        and value.value.id in groups and isinstance(value.slice, ast.Constant) \
+                        and all(e.__class__ is ast.Name for e in target.elts):
+                    from_groups |= elements
+                else:
+                    unpacked |= elements
+    for name in unpacked | from_groups:
         bindings.pop(name, None)
-    names: set[str] = set(parameters) - set(bindings) - unpacked
+    names: set[str] = (set(parameters) | from_groups) - set(bindings) - unpacked
     stores: list[tuple[str, ast.expr]] = []  # (literal key, value)
     for node in nodes:
         if node.__class__ is ast.Assign:
