@@ -547,11 +547,7 @@ class _Rewriter:
                         and any(statement.lineno <= line <= statement.end_lineno
                                 for line in lines)):
                     continue
-                aliases = {n.targets[0].id for n in ast.walk(statement)
-                           if isinstance(n, ast.Assign) and len(n.targets) == 1
-                           and isinstance(n.targets[0], ast.Name)
-                           and isinstance(n.value, ast.Subscript)
-                           and dotted_name(n.value.value) == "self.state"}
+                aliases = _state_aliases(statement)
                 if not _only_makes_state(statement, aliases):
                     continue
                 bound = {n.id for n in ast.walk(statement)
@@ -1928,11 +1924,7 @@ class _LazyStatePlan:
             if not (isinstance(statement, ast.For)
                     and dotted_name(statement.iter) == "self.param_groups"):
                 continue
-            aliases = {n.targets[0].id for n in ast.walk(statement)
-                       if isinstance(n, ast.Assign) and len(n.targets) == 1
-                       and isinstance(n.targets[0], ast.Name)
-                       and isinstance(n.value, ast.Subscript)
-                       and dotted_name(n.value.value) == "self.state"}
+            aliases = _state_aliases(statement)
             keys = _state_keys_stored(statement, aliases)
             if keys and keys <= moved and _only_makes_state(statement, aliases):
                 edits.append(_removal(self.r, statement))
@@ -3321,6 +3313,14 @@ def _state_keys_stored(node: ast.AST, containers: set[str]) -> set[str]:
                     and dotted_name(target.value.value) == "self.state"):
             keys.add(target.slice.value)
     return keys
+
+
+def _state_aliases(statement: ast.stmt) -> set[str]:
+    """The names `statement` binds to a parameter's state (`state = self.state[p]`)."""
+    return {n.targets[0].id for n in ast.walk(statement)
+            if isinstance(n, ast.Assign) and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Subscript)
+            and dotted_name(n.value.value) == "self.state"}
 
 
 def _only_makes_state(loop: ast.For, containers: set[str]) -> bool:
