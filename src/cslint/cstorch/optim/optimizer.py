@@ -121,7 +121,8 @@ def _checked_after(optimizer, step: Callable, owner: str, args, kwargs):
     """A wrapper's step: the wrapped optimizer's step freezes its own state while it
     runs; what the wrapper adds around it is compared after (`StateSnapshot`)."""
     state = optimizer.state
-    states = [(state, StateSnapshot(state)), *_wrapped_states(optimizer, state)]
+    states = [(state, StateSnapshot(state))] if isinstance(state, Mapping) else []
+    states += _wrapped_states(optimizer, state)
     attributes = AttributeSnapshot(optimizer.__dict__)
     with guarded_region(owner, optimizer._has_float64_params):
         result = step(optimizer, *args, **kwargs)
