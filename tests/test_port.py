@@ -2074,37 +2074,6 @@ class Centred(Optimizer):
 '''
 
 
-def test_verify_builds_a_wrapper_around_sgd(tmp_path: Path):
-    """A constructor whose first argument is the optimizer to wrap gets one: torch's
-    SGD for the original, the runtime reference's for the port; what the wrapper
-    does around it is compared, in strict mode."""
-    from cslint.port.verify import verify_port
-
-    path = tmp_path / "centred.py"
-    path.write_text(_WRAPPER)
-    ported = port_file(str(path), Config())
-    assert ported.classes[0].ported
-    verified = verify_port(str(path), ported.ported, ["Centred"], steps=8)["Centred"]
-    assert (verified.numbers_equal, verified.strict_clean, verified.problem) == \
-        (True, True, None), verified
-
-
-def test_verify_finds_state_a_wrapper_makes_around_the_wrapped_step(tmp_path: Path):
-    """A port whose wrapper adds state around the wrapped step (its `state` a
-    read-only property, so strict mode compares it after the step): not clean."""
-    from cslint.port.verify import verify_port
-
-    path = tmp_path / "centred.py"
-    path.write_text(_WRAPPER)
-    ported = port_file(str(path), Config()).ported.decode()
-    made = "                    p.grad.sub_(p.grad.mean() * (1.0 - self.keep))\n"
-    assert made in ported
-    lazy = ported.replace(made, made + '                    self.state[p]["seen"] = 1.0\n')
-    verified = verify_port(str(path), lazy.encode(), ["Centred"], steps=4)["Centred"]
-    assert verified.strict_clean is False
-    assert "CS101" in verified.problem and "'seen'" in verified.problem, verified
-
-
 _AVERAGING_WRAPPER = '''\
 from collections import defaultdict
 
@@ -2142,30 +2111,6 @@ class Averaged(Optimizer):
 '''
 
 
-def test_a_wrapper_that_calls_no_base_init_calls_the_preinitialize_it_gets(tmp_path: Path):
-    """cstorch's Optimizer.__init__ calls preinitialize(); a wrapper that never calls a
-    base's __init__ would never make the state the port moved there."""
-    from cslint.port.verify import verify_port
-
-    path = tmp_path / "averaged.py"
-    path.write_text(_AVERAGING_WRAPPER)
-    ported = port_file(str(path), Config())
-    text = ported.ported.decode()
-    assert ported.classes[0].ported
-    init = text[text.index("def __init__"):text.index("@property")]
-    assert init.rstrip().endswith("self.preinitialize()")
-    assert port_file_text_again(tmp_path, text) == text
-    verified = verify_port(str(path), ported.ported, ["Averaged"], steps=8)["Averaged"]
-    assert (verified.numbers_equal, verified.strict_clean, verified.problem) == \
-        (True, True, None), verified
-
-
-def port_file_text_again(tmp_path: Path, text: str) -> str:
-    again = tmp_path / "again.py"
-    again.write_text(text)
-    return port_file(str(again), Config()).ported.decode()
-
-
 _EVERY_FOURTH = '''\
 import torch
 {base_import}
@@ -2185,22 +2130,6 @@ class Decaying({base}):
                 if self.calls % 4 == 0:
                     p.mul_(0.99)
 '''
-
-
-def test_verify_compares_the_graph_of_every_step_with_the_first(tmp_path: Path):
-    """A Python counter that changes the graph only every fourth step: the graphs of
-    all the steps are compared, not only the first three."""
-    from cslint.port.verify import verify_port
-
-    path = tmp_path / "decaying.py"
-    path.write_text(_EVERY_FOURTH.format(
-        base_import="from torch.optim import Optimizer", base="Optimizer", preinitialize=""))
-    ported = _EVERY_FOURTH.format(
-        base_import="import cerebras.pytorch as cstorch", base="cstorch.optim.Optimizer",
-        preinitialize="\n    def preinitialize(self):\n        pass\n")
-    verified = verify_port(str(path), ported.encode(), ["Decaying"], steps=6)["Decaying"]
-    assert verified.strict_clean is False
-    assert "CS501" in verified.problem and "step 4" in verified.problem, verified
 
 
 _GOT_ACCUMULATOR = '''\
@@ -2228,19 +2157,86 @@ class Weighted(Optimizer):
 '''
 
 
-def test_a_group_entry_started_by_get_becomes_a_group_tensor(tmp_path: Path):
+@pytest.fixture(scope="module")
+def small_ports(tmp_path_factory) -> dict:
+    """The sources below, each ported (or, for two, ported by hand) and verified in one
+    verifier process: torch is imported once for them all. By label (the class's name,
+    or what its hand-made port adds): (the ported text, the verdict)."""
+    from cslint.port.verify import verify_ports
+
+    folder = tmp_path_factory.mktemp("small_ports")
+    runs = []
+    for name, source in (("Centred", _WRAPPER), ("Averaged", _AVERAGING_WRAPPER),
+                         ("Weighted", _GOT_ACCUMULATOR)):
+        path = folder / f"{name.lower()}.py"
+        path.write_text(source)
+        runs.append((name, name, path, port_file(str(path), Config()).ported))
+    # A wrapper whose port adds state around the wrapped step (its `state` a read-only
+    # property, so strict mode compares it after the step).
+    made = "                    p.grad.sub_(p.grad.mean() * (1.0 - self.keep))\n"
+    centred = runs[0][3].decode()
+    assert made in centred
+    lazy = folder / "lazy" / "centred.py"
+    lazy.parent.mkdir()
+    lazy.write_text(_WRAPPER)
+    runs.append(("Centred with state", "Centred", lazy, centred.replace(
+        made, made + '                    self.state[p]["seen"] = 1.0\n').encode()))
+    # A Python counter that changes the graph only every fourth step.
+    decaying = folder / "decaying.py"
+    decaying.write_text(_EVERY_FOURTH.format(
+        base_import="from torch.optim import Optimizer", base="Optimizer", preinitialize=""))
+    runs.append(("Decaying", "Decaying", decaying, _EVERY_FOURTH.format(
+        base_import="import cerebras.pytorch as cstorch", base="cstorch.optim.Optimizer",
+        preinitialize="\n    def preinitialize(self):\n        pass\n").encode()))
+    verdicts = verify_ports([(str(path), code, [name]) for _, name, path, code in runs],
+                            steps=8)
+    return {label: (code.decode(), verdict[name])
+            for (label, name, _, code), verdict in zip(runs, verdicts)}
+
+
+def test_verify_builds_a_wrapper_around_sgd(small_ports):
+    """A constructor whose first argument is the optimizer to wrap gets one: torch's
+    SGD for the original, the runtime reference's for the port; what the wrapper
+    does around it is compared, in strict mode."""
+    _, verified = small_ports["Centred"]
+    assert (verified.numbers_equal, verified.strict_clean, verified.problem) == \
+        (True, True, None), verified
+
+
+def test_verify_finds_state_a_wrapper_makes_around_the_wrapped_step(small_ports):
+    _, verified = small_ports["Centred with state"]
+    assert verified.strict_clean is False
+    assert "CS101" in verified.problem and "'seen'" in verified.problem, verified
+
+
+def test_a_wrapper_that_calls_no_base_init_calls_the_preinitialize_it_gets(
+        small_ports, tmp_path: Path):
+    """cstorch's Optimizer.__init__ calls preinitialize(); a wrapper that never calls a
+    base's __init__ would never make the state the port moved there."""
+    text, verified = small_ports["Averaged"]
+    init = text[text.index("def __init__"):text.index("@property")]
+    assert init.rstrip().endswith("self.preinitialize()")
+    again = tmp_path / "again.py"
+    again.write_text(text)
+    assert port_file(str(again), Config()).ported.decode() == text
+    assert (verified.numbers_equal, verified.strict_clean, verified.problem) == \
+        (True, True, None), verified
+
+
+def test_verify_compares_the_graph_of_every_step_with_the_first(small_ports):
+    """A Python counter that changes the graph only every fourth step: the graphs of
+    all the steps are compared, not only the first three."""
+    _, verified = small_ports["Decaying"]
+    assert verified.strict_clean is False
+    assert "CS501" in verified.problem and "step 4" in verified.problem, verified
+
+
+def test_a_group_entry_started_by_get_becomes_a_group_tensor(small_ports):
     """`group.get("weight_sum", 0.0) + w` written back into the group each step (a
     running sum the defaults do not start): a group tensor preinitialize makes at the
     `.get`'s number, updated with `copy_`."""
-    from cslint.port.verify import verify_port
-
-    path = tmp_path / "weighted.py"
-    path.write_text(_GOT_ACCUMULATOR)
-    ported = port_file(str(path), Config())
-    text = ported.ported.decode()
-    assert ported.classes[0].ported, ported.findings
+    text, verified = small_ports["Weighted"]
     assert 'group["weight_sum"] = cstorch.zeros(())' in text
     assert 'group["weight_sum"].copy_(' in text
-    verified = verify_port(str(path), ported.ported, ["Weighted"], steps=8)["Weighted"]
     assert (verified.numbers_equal, verified.strict_clean, verified.problem) == \
         (True, True, None), verified
