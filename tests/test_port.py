@@ -247,40 +247,24 @@ def test_verify_gives_flagged_param_groups_to_a_class_that_requires_them(tmp_pat
     assert caught.numbers_equal is False
 
 
-def test_verify_finds_a_port_that_changes_the_numbers(tmp_path: Path):
-    from cslint.port.verify import verify_port
-
-    source = FIXTURES / "port" / "lion.in.py"
-    wrong = _golden(source).read_bytes().replace(b"alpha=1 - beta2", b"alpha=1 - beta1")
-    verified = verify_port(str(source), wrong, ["Lion"], steps=8)
-    assert verified["Lion"].numbers_equal is False
+def test_verify_finds_a_port_that_changes_the_numbers(small_ports):
+    _, verdicts = small_ports["lion, other numbers"]
+    assert verdicts["Lion"].numbers_equal is False
 
 
-def test_verify_finds_a_port_that_strict_mode_stops(tmp_path: Path):
-    from cslint.port.verify import verify_port
-
-    source = FIXTURES / "port" / "lion.in.py"
-    # The lr read as a Python number inside step: CS205 on the system.
-    wrong = _golden(source).read_bytes().replace(b'p.add_(-group["lr"] * torch.sign(update))',
-                                                 b'p.add_(torch.sign(update), alpha=-float(group["lr"]))')
-    assert wrong != _golden(source).read_bytes()
-    verified = verify_port(str(source), wrong, ["Lion"], steps=8)
-    assert verified["Lion"].strict_clean is False
+def test_verify_finds_a_port_that_strict_mode_stops(small_ports):
+    code, verdicts = small_ports["lion, lr read on the host"]
+    assert code != _golden(FIXTURES / "port" / "lion.in.py").read_bytes()
+    assert verdicts["Lion"].strict_clean is False
 
 
-def test_verify_finds_a_port_whose_graph_changes_between_steps(tmp_path: Path):
+def test_verify_finds_a_port_whose_graph_changes_between_steps(small_ports):
     """A step count left a Python number: numbers equal, no host read, but each step
     records another graph (CS501), which the system does not allow."""
-    from cslint.port.verify import verify_port
-
-    source = FIXTURES / "port" / "group_step.in.py"
-    golden = _golden(source).read_bytes()
-    wrong = golden.replace(b'group["step"] = cstorch.zeros(())', b'group["step"] = 0') \
-        .replace(b'torch.sqrt(1 - beta2', b'math.sqrt(1 - beta2')
-    assert wrong != golden
-    verified = verify_port(str(source), wrong, ["GroupStepAdam"], steps=8)
-    assert verified["GroupStepAdam"].strict_clean is False
-    assert verified["GroupStepAdam"].strict_codes == ("CS501",)
+    code, verdicts = small_ports["group step, a Python count"]
+    assert code != _golden(FIXTURES / "port" / "group_step.in.py").read_bytes()
+    assert verdicts["GroupStepAdam"].strict_clean is False
+    assert verdicts["GroupStepAdam"].strict_codes == ("CS501",)
 
 
 def test_the_verify_command_prints_one_json_object_per_class():
@@ -1447,16 +1431,10 @@ class NeedsSteps(Optimizer):
 '''
 
 
-def test_verify_gives_a_learning_rate_to_a_class_with_none_of_its_own(tmp_path: Path):
+def test_verify_gives_a_learning_rate_to_a_class_with_none_of_its_own(small_ports):
     """`lr=required` (torch 1.x's SGD, and what copies it) or an `lr` with no default:
     verify runs the class with lr=1e-3; another argument with no default stops it."""
-    from cslint.port.verify import verify_port
-
-    path = tmp_path / "required.py"
-    path.write_text(NO_DEFAULT_LR)
-    ported = port_file(str(path), Config())
-    verified = verify_port(str(path), ported.ported, ["RequiredLrSGD", "NeedsSteps"],
-                           steps=8)
+    _, verified = small_ports["required.py"]
     assert verified["RequiredLrSGD"].problem is None
     assert verified["RequiredLrSGD"].numbers_equal and verified["RequiredLrSGD"].strict_clean
     assert verified["NeedsSteps"].problem == "its constructor needs total_steps"
@@ -2026,16 +2004,12 @@ class ModeSGD(Optimizer):
 '''
 
 
-def test_verify_puts_an_optimizer_with_a_train_method_in_training_mode(tmp_path: Path):
+def test_verify_puts_an_optimizer_with_a_train_method_in_training_mode(small_ports):
     """Schedule-free optimizers step only after `optimizer.train()`: verify calls it on
     both sides, as a training loop does."""
-    from cslint.port.verify import verify_port
-
-    path = tmp_path / "mode.py"
-    path.write_text(_TRAIN_MODE)
-    ported = port_file(str(path), Config())
-    assert ported.classes[0].ported
-    verified = verify_port(str(path), ported.ported, ["ModeSGD"], steps=8)["ModeSGD"]
+    code, verdicts = small_ports["mode.py"]
+    assert code != _TRAIN_MODE.encode()
+    verified = verdicts["ModeSGD"]
     assert (verified.numbers_equal, verified.strict_clean, verified.problem) == \
         (True, True, None), verified
 
@@ -2159,52 +2133,74 @@ class Weighted(Optimizer):
 
 @pytest.fixture(scope="module")
 def small_ports(tmp_path_factory) -> dict:
-    """The sources below, each ported (or, for two, ported by hand) and verified in one
-    verifier process: torch is imported once for them all. By label (the class's name,
-    or what its hand-made port adds): (the ported text, the verdict)."""
+    """Small sources, each ported (or given a port made by hand, as a test needs), all
+    verified in one verifier process: torch is imported once for them all. By label:
+    (the ported text, the verdict of each class)."""
     from cslint.port.verify import verify_ports
 
     folder = tmp_path_factory.mktemp("small_ports")
-    runs = []
-    for name, source in (("Centred", _WRAPPER), ("Averaged", _AVERAGING_WRAPPER),
-                         ("Weighted", _GOT_ACCUMULATOR)):
-        path = folder / f"{name.lower()}.py"
+    runs = []  # (label, the original's path, the port's code, the classes)
+
+    def ported(name: str, source: str, classes: list[str]) -> bytes:
+        path = folder / name
         path.write_text(source)
-        runs.append((name, name, path, port_file(str(path), Config()).ported))
+        code = port_file(str(path), Config()).ported
+        runs.append((name, path, code, classes))
+        return code
+
+    centred = ported("centred.py", _WRAPPER, ["Centred"]).decode()
+    ported("averaged.py", _AVERAGING_WRAPPER, ["Averaged"])
+    ported("weighted.py", _GOT_ACCUMULATOR, ["Weighted"])
+    ported("mode.py", _TRAIN_MODE, ["ModeSGD"])
+    ported("required.py", NO_DEFAULT_LR, ["RequiredLrSGD", "NeedsSteps"])
     # A wrapper whose port adds state around the wrapped step (its `state` a read-only
     # property, so strict mode compares it after the step).
     made = "                    p.grad.sub_(p.grad.mean() * (1.0 - self.keep))\n"
-    centred = runs[0][3].decode()
     assert made in centred
     lazy = folder / "lazy" / "centred.py"
     lazy.parent.mkdir()
     lazy.write_text(_WRAPPER)
-    runs.append(("Centred with state", "Centred", lazy, centred.replace(
-        made, made + '                    self.state[p]["seen"] = 1.0\n').encode()))
+    runs.append(("centred with state", lazy, centred.replace(
+        made, made + '                    self.state[p]["seen"] = 1.0\n').encode(), ["Centred"]))
     # A Python counter that changes the graph only every fourth step.
     decaying = folder / "decaying.py"
     decaying.write_text(_EVERY_FOURTH.format(
         base_import="from torch.optim import Optimizer", base="Optimizer", preinitialize=""))
-    runs.append(("Decaying", "Decaying", decaying, _EVERY_FOURTH.format(
+    runs.append(("decaying", decaying, _EVERY_FOURTH.format(
         base_import="import cerebras.pytorch as cstorch", base="cstorch.optim.Optimizer",
-        preinitialize="\n    def preinitialize(self):\n        pass\n").encode()))
-    verdicts = verify_ports([(str(path), code, [name]) for _, name, path, code in runs],
+        preinitialize="\n    def preinitialize(self):\n        pass\n").encode(), ["Decaying"]))
+    # Golden ports made wrong by hand: what verify must catch.
+    lion = FIXTURES / "port" / "lion.in.py"
+    lion_port = _golden(lion).read_bytes()
+    runs.append(("lion, other numbers", lion,
+                 lion_port.replace(b"alpha=1 - beta2", b"alpha=1 - beta1"), ["Lion"]))
+    # The lr read as a Python number inside step: CS205 on the system.
+    runs.append(("lion, lr read on the host", lion, lion_port.replace(
+        b'p.add_(-group["lr"] * torch.sign(update))',
+        b'p.add_(torch.sign(update), alpha=-float(group["lr"]))'), ["Lion"]))
+    # A step count left a Python number.
+    group_step = FIXTURES / "port" / "group_step.in.py"
+    runs.append(("group step, a Python count", group_step, _golden(group_step).read_bytes()
+                 .replace(b'group["step"] = cstorch.zeros(())', b'group["step"] = 0')
+                 .replace(b'torch.sqrt(1 - beta2', b'math.sqrt(1 - beta2'), ["GroupStepAdam"]))
+    verdicts = verify_ports([(str(path), code, classes) for _, path, code, classes in runs],
                             steps=8)
-    return {label: (code.decode(), verdict[name])
-            for (label, name, _, code), verdict in zip(runs, verdicts)}
+    return {label: (code, verdict) for (label, _, code, _), verdict in zip(runs, verdicts)}
 
 
 def test_verify_builds_a_wrapper_around_sgd(small_ports):
     """A constructor whose first argument is the optimizer to wrap gets one: torch's
     SGD for the original, the runtime reference's for the port; what the wrapper
     does around it is compared, in strict mode."""
-    _, verified = small_ports["Centred"]
+    _, verdicts = small_ports["centred.py"]
+    verified = verdicts["Centred"]
     assert (verified.numbers_equal, verified.strict_clean, verified.problem) == \
         (True, True, None), verified
 
 
 def test_verify_finds_state_a_wrapper_makes_around_the_wrapped_step(small_ports):
-    _, verified = small_ports["Centred with state"]
+    _, verdicts = small_ports["centred with state"]
+    verified = verdicts["Centred"]
     assert verified.strict_clean is False
     assert "CS101" in verified.problem and "'seen'" in verified.problem, verified
 
@@ -2213,7 +2209,8 @@ def test_a_wrapper_that_calls_no_base_init_calls_the_preinitialize_it_gets(
         small_ports, tmp_path: Path):
     """cstorch's Optimizer.__init__ calls preinitialize(); a wrapper that never calls a
     base's __init__ would never make the state the port moved there."""
-    text, verified = small_ports["Averaged"]
+    code, verdicts = small_ports["averaged.py"]
+    text, verified = code.decode(), verdicts["Averaged"]
     init = text[text.index("def __init__"):text.index("@property")]
     assert init.rstrip().endswith("self.preinitialize()")
     again = tmp_path / "again.py"
@@ -2226,7 +2223,8 @@ def test_a_wrapper_that_calls_no_base_init_calls_the_preinitialize_it_gets(
 def test_verify_compares_the_graph_of_every_step_with_the_first(small_ports):
     """A Python counter that changes the graph only every fourth step: the graphs of
     all the steps are compared, not only the first three."""
-    _, verified = small_ports["Decaying"]
+    _, verdicts = small_ports["decaying"]
+    verified = verdicts["Decaying"]
     assert verified.strict_clean is False
     assert "CS501" in verified.problem and "step 4" in verified.problem, verified
 
@@ -2235,7 +2233,8 @@ def test_a_group_entry_started_by_get_becomes_a_group_tensor(small_ports):
     """`group.get("weight_sum", 0.0) + w` written back into the group each step (a
     running sum the defaults do not start): a group tensor preinitialize makes at the
     `.get`'s number, updated with `copy_`."""
-    text, verified = small_ports["Weighted"]
+    code, verdicts = small_ports["weighted.py"]
+    text, verified = code.decode(), verdicts["Weighted"]
     assert 'group["weight_sum"] = cstorch.zeros(())' in text
     assert 'group["weight_sum"].copy_(' in text
     assert (verified.numbers_equal, verified.strict_clean, verified.problem) == \
