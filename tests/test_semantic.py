@@ -790,6 +790,16 @@ def test_a_list_a_callee_fills_holds_what_it_appended(tmp_path):
                      if "filled in" in line or "by keyword" in line]
 
 
+def _found_and_marked(source: str, tmp_path, mark: str, code: str
+                      ) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """(line, code) of every finding in `source`, and (line, `code`) of each line whose
+    comment holds `mark`."""
+    result = lint_source(source, tmp_path)
+    lines = source.splitlines()
+    return (sorted((f.location.line, f.code) for f in result.findings),
+            [(number, code) for number, line in enumerate(lines, 1) if mark in line])
+
+
 _GROUP_ENTRIES = '''\
 import torch
 import cerebras.pytorch as cstorch
@@ -824,11 +834,9 @@ def test_a_param_group_entry_the_step_writes_reads_back_as_written(tmp_path):
     """pytorch-optimizer's ASGD keeps this step's norms in its param groups and reads
     them back (`(group["curr_param_norm"] - group["prev_param_norm"]).item()`): the
     entry holds what was written until it is written again or `group` is bound again."""
-    result = lint_source(_GROUP_ENTRIES, tmp_path)
-    lines = _GROUP_ENTRIES.splitlines()
-    found = sorted((f.location.line, f.code) for f in result.findings)
-    assert found == [(lines.index(line) + 1, "CS204") for line in lines
-                     if "written: a device tensor" in line]
+    found, marked = _found_and_marked(_GROUP_ENTRIES, tmp_path, "written: a device tensor",
+                                      "CS204")
+    assert found == marked
 
 
 _WRAPPED_STATE = '''\
@@ -870,11 +878,8 @@ class Lookahead(cstorch.optim.Optimizer):
 def test_state_made_in_the_wrapped_optimizers_state_is_state(tmp_path):
     """timm's Lookahead keeps its slow weights in the state of the optimizer it wraps:
     made lazily in step, that is CS101 as in its own."""
-    result = lint_source(_WRAPPED_STATE, tmp_path)
-    lines = _WRAPPED_STATE.splitlines()
-    found = sorted((f.location.line, f.code) for f in result.findings)
-    assert found == [(lines.index(line) + 1, "CS101") for line in lines
-                     if "lazily made" in line]
+    found, marked = _found_and_marked(_WRAPPED_STATE, tmp_path, "lazily made", "CS101")
+    assert found == marked
 
 
 _HYPERPARAMETER_TUPLE = '''\
@@ -906,9 +911,7 @@ def test_names_unpacked_from_a_param_group_tuple_are_python_values(tmp_path):
     """`beta1, beta2 = group["betas"]`: the betas are hyperparameters (no scheduler
     drives a tuple), so a state entry computed from them is a Python number; a tuple
     unpacked from the state is not."""
-    result = lint_source(_HYPERPARAMETER_TUPLE, tmp_path)
-    lines = _HYPERPARAMETER_TUPLE.splitlines()
-    found = sorted((f.location.line, f.code) for f in result.findings
-                   if f.code != "CS101")  # (the entry made in step)
-    assert found == [(lines.index(line) + 1, "CS201") for line in lines
-                     if "unpacked from state" in line]
+    found, marked = _found_and_marked(_HYPERPARAMETER_TUPLE, tmp_path, "unpacked from state",
+                                      "CS201")
+    # (The entry made in step is CS101 too.)
+    assert [place for place in found if place[1] != "CS101"] == marked
