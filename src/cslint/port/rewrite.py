@@ -2436,6 +2436,17 @@ class _LazyStatePlan:
                     and not any(n is m for m in ast.walk(guard))
                     for n in ast.walk(function)) and _side_effect_free(loop.iter):
                 return _removal(r, loop)
+            # The binding right before the check, read nowhere else, goes with it
+            # (pytorch-optimizer's ScheduleFreeWrapper: `state = self.state[p]` left
+            # after the gradient checks of its `init_group`).
+            name = _state_binding(before[-1], loop.target.id) if before else None
+            if name is not None and function is not None and not any(
+                    isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                    and not any(n is m for m in ast.walk(guard))
+                    for n in ast.walk(function)):
+                binding, check = _removal(r, before[-1]), _removal(r, guard)
+                if binding.new == "" and check.new == "":
+                    return Edit(binding.start, check.end, "")
         return _removal(r, guard)
 
 
