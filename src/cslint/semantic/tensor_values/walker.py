@@ -889,10 +889,9 @@ def _not_tensors(test: ast.expr) -> tuple[set[str], set[str]]:
         return when_false, when_true
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return {n for value in test.values for n in _not_tensors(value)[0]}, set()
-    if isinstance(test, ast.Call) and len(test.args) == 1 and not test.keywords \
-            and isinstance(test.args[0], ast.Name) \
-            and dotted_name(test.func) in ("torch.is_tensor", "is_tensor"):
-        return set(), {test.args[0].id}
+    tested = _tensor_type_test(test)
+    if tested is not None:
+        return set(), {tested}
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) \
             and test.func.id == "all" and len(test.args) == 1 and not test.keywords \
             and isinstance(test.args[0], (ast.GeneratorExp, ast.ListComp)) \
@@ -912,11 +911,8 @@ def _not_tensors(test: ast.expr) -> tuple[set[str], set[str]]:
     names = [dotted_name(kind) for kind in kinds]
     if any(name is None for name in names):
         return set(), set()
-    subject = {test.args[0].id}
-    if all(name.rsplit(".", 1)[-1] in TENSOR_TYPE_NAMES for name in names):
-        return set(), subject
     if all(name in _NUMBER_TYPES for name in names):
-        return subject, set()
+        return {test.args[0].id}, set()
     return set(), set()
 
 
@@ -968,8 +964,9 @@ def literal_outcome(test: ast.expr, literals: dict[str, object]) -> bool | None:
 
 
 def _tensor_type_test(test: ast.expr) -> str | None:
-    """The name that `isinstance(name, Tensor)` (`torch.Tensor`, a tuple of them) or
-    `torch.is_tensor(name)` asks about; None for any other test."""
+    """The name that `isinstance(name, Tensor)` (`torch.Tensor`, `torch.FloatTensor`, a
+    tuple of tensor types) or `torch.is_tensor(name)` asks about; None for any other
+    test."""
     if not (isinstance(test, ast.Call) and test.args and isinstance(test.args[0], ast.Name)
             and not test.keywords):
         return None
@@ -979,7 +976,8 @@ def _tensor_type_test(test: ast.expr) -> str | None:
     if function != "isinstance" or len(test.args) != 2:
         return None
     kinds = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
-    if all((dotted_name(kind) or "").rsplit(".", 1)[-1] == "Tensor" for kind in kinds):
+    if all((dotted_name(kind) or "").rsplit(".", 1)[-1] in TENSOR_TYPE_NAMES
+           for kind in kinds):
         return test.args[0].id
     return None
 
