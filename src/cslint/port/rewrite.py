@@ -393,6 +393,10 @@ class _Rewriter:
     def line_start(self, line: int) -> int:
         return self.positions.offset(line, 1)
 
+    def after_line(self, line: int) -> int:
+        """Where the line after `line` starts: the end of the text after the last."""
+        return self.line_start(line + 1) if line < len(self.source.lines) else len(self.text)
+
     def indent_of(self, node: ast.stmt) -> str:
         line = self.source.line_text(node.lineno)
         return line[:len(line) - len(line.lstrip())]
@@ -831,8 +835,7 @@ class _Rewriter:
                 [self.code(t) for t in statement.targets] \
                 or self.code(other.value) != self.code(argument):
             return None
-        end = self.line_start(choice.end_lineno + 1) \
-            if choice.end_lineno < len(self.source.lines) else len(self.text)
+        end = self.after_line(choice.end_lineno)
         targets = " = ".join(self.code(t) for t in statement.targets)
         return Edit(self.line_start(choice.lineno), end,
                     f"{self.indent_of(choice)}{targets} = {self.code(argument)}"
@@ -1124,8 +1127,7 @@ class _Rewriter:
                          for n in range(first, kept[-1].end_lineno + 1)]
                 text = newline.join(indent + line[len(inner):] if line.startswith(inner)
                                     else line for line in lines) + newline
-                end = self.line_start(statement.end_lineno + 1) \
-                    if statement.end_lineno < len(self.source.lines) else len(self.text)
+                end = self.after_line(statement.end_lineno)
                 return Edit(self.line_start(statement.lineno), end, text)
         return None
 
@@ -1335,8 +1337,7 @@ class _Rewriter:
             head = self.text[self.line_start(loop.lineno):self.line_start(statement.lineno)]
             start = self.line_start(loop.lineno)
             last = rest[-1] if rest else statement
-            end = self.line_start(last.end_lineno + 1) \
-                if last.end_lineno < len(self.source.lines) else len(self.text)
+            end = self.after_line(last.end_lineno)
             text = f"{self.indent_of(loop)}{taken} = None{newline}{head}" + \
                 newline.join(lines) + newline
             if rest:
@@ -3370,7 +3371,7 @@ def _removal(r: _Rewriter, statement: ast.stmt) -> Edit:
             and last < len(r.source.lines) and not r.source.line_text(last + 1).strip():
         last += 1
     start = r.line_start(first)
-    end = r.line_start(last + 1) if last < len(r.source.lines) else len(r.text)
+    end = r.after_line(last)
     if len(siblings) == 1:
         return Edit(start, end, f"{r.indent_of(statement)}pass{_newline(r.text)}")
     return Edit(start, end, "")
