@@ -48,7 +48,7 @@ from cslint.fixes.apply import CSTORCH_IMPORT, Edit, _parses, cstorch_import_edi
     fix_findings
 from cslint.fixes.syntax import CallIndex
 from cslint.port.branches import ALLOCATING as _ALLOCATING, Helpers, fresh_names
-from cslint.semantic.module_index import dotted_name, entry_aliases
+from cslint.semantic.module_index import dict_entries, dotted_name, entry_aliases
 from cslint.semantic.torch_api import OPTIM_HELPERS_READING_VALUE
 from cslint.source import SourceFile
 
@@ -3503,14 +3503,8 @@ def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
         if not (isinstance(node, (ast.Assign, ast.AnnAssign)) and
                 any(isinstance(t, ast.Name) and t.id == "defaults" for t in _targets(node))):
             continue
-        value = node.value
-        if isinstance(value, ast.Dict):
-            entries = [(k.value, v) for k, v in zip(value.keys, value.values)
-                       if isinstance(k, ast.Constant) and isinstance(k.value, str)]
-        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
-                and value.func.id == "dict" and not value.args:
-            entries = [(k.arg, k.value) for k in value.keywords if k.arg is not None]
-        else:
+        entries = dict_entries(node.value)
+        if entries is None or isinstance(node.value, ast.Call) and node.value.args:
             continue
         starts.update((key, start) for key, start in entries if _is_number(start)
                       or (isinstance(start, ast.Constant) and start.value is None))
@@ -3588,15 +3582,7 @@ def _defaults_of_arguments(init: ast.FunctionDef) -> dict[str, str]:
                                  *init.args.kwonlyargs)}
     found: dict[str, str] = {}
     for node in ast.walk(init):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and node.func.id == "dict":
-            pairs = [(k.arg, k.value) for k in node.keywords if k.arg is not None]
-        elif isinstance(node, ast.Dict):
-            pairs = [(k.value, v) for k, v in zip(node.keys, node.values)
-                     if isinstance(k, ast.Constant) and isinstance(k.value, str)]
-        else:
-            continue
-        for key, value in pairs:
+        for key, value in dict_entries(node) or ():
             if isinstance(value, ast.Name) and value.id in arguments \
                     and not _binds(init, value.id):
                 found.setdefault(value.id, key)

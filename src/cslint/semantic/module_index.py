@@ -45,6 +45,17 @@ def dotted_name(node: ast.expr) -> str | None:
     return None
 
 
+def dict_entries(node: ast.AST) -> list[tuple[str, ast.expr]] | None:
+    """The (key, value) pairs a dict display (`{"k": v}`, string keys) or a `dict(k=v)`
+    call spells out, in order; None for anything else."""
+    if isinstance(node, ast.Dict):
+        return [(k.value, v) for k, v in zip(node.keys, node.values)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+        return [(k.arg, k.value) for k in node.keywords if k.arg is not None]
+    return None
+
+
 def entry_aliases(function: ast.AST) -> dict[str, tuple[str, str]]:
     """The local names `function` binds to a dict's entry alone (`k = group["k"]`: `k` ->
     (`group`, "k")) and binds nowhere else: the entry under another name."""

@@ -22,7 +22,8 @@ from enum import Enum
 from typing import Callable, Iterable, Iterator
 
 from cslint.semantic.module_index import (
-    BLOCK_FIELDS, FunctionInfo, ModuleIndex, dotted_name, entry_aliases, nodes_under,
+    BLOCK_FIELDS, FunctionInfo, ModuleIndex, dict_entries, dotted_name, entry_aliases,
+    nodes_under,
 )
 from cslint.semantic.project import ProjectIndex
 from cslint.semantic.tensor_values import TensorValueAnalysis
@@ -616,15 +617,9 @@ def _in_defaults(lineage, key: str) -> bool:
         def number(value: ast.expr) -> bool:
             return _is_number(value) or isinstance(value, ast.Name) and value.id in numbers
 
-        for node in ast.walk(init.node):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                    and node.func.id == "dict":
-                if any(k.arg == key and number(k.value) for k in node.keywords):
-                    return True
-            elif isinstance(node, ast.Dict):
-                if any(isinstance(k, ast.Constant) and k.value == key and number(v)
-                       for k, v in zip(node.keys, node.values)):
-                    return True
+        if any(entry == key and number(value) for node in ast.walk(init.node)
+               for entry, value in dict_entries(node) or ()):
+            return True
     return False
 
 
