@@ -1,7 +1,7 @@
 """`cslint port` over every optimizer class of pytorch-optimizer 4.1.0, each port verified.
 
     python benchmarks/port_pytorch_optimizer.py WHEEL_OR_PACKAGE_FOLDER [--steps N] [--json OUT]
-        [--name IMPORT_NAME] [--classes NAME...]
+        [--name IMPORT_NAME] [--classes NAME...] [--keep FOLDER]
 
 The package is copied twice into a temporary folder: `pytorch_optimizer` (the original)
 and `ported_pytorch_optimizer` (ported in place, as `cslint port --write` would, then its
@@ -10,13 +10,15 @@ original class from the original package, its port from the ported one. All file
 verified in one subprocess. Prints one row per class (ported, numbers equal, strict clean,
 the codes that remain), the totals, and the causes of failure grouped by count.
 `--name` measures another package's optimizers the same way: a folder of them (timm's
-`optim`, say) is imported under that name.
+`optim`, say) is imported under that name. `--keep` leaves both packages in a folder of
+yours (new or empty), to read the ports or run them again.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import re
@@ -52,8 +54,10 @@ def _cause(row: dict) -> str:
     if row["remaining"]:
         return "codes remain: " + " ".join(row["remaining"])
     problem = row.get("problem") or ""
+    if row["numbers_equal"] is False and row["strict_clean"] is True:
+        return "numbers differ"  # (the problem says from which step and where)
     if not problem:
-        return "numbers differ" if row["numbers_equal"] is False else "strict mode fails"
+        return "strict mode fails"
     return _short(problem)
 
 
@@ -80,10 +84,17 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the rows here as JSON")
     parser.add_argument("--classes", nargs="+", metavar="NAME",
                         help="verify and list these classes only (every file is ported)")
+    parser.add_argument("--keep", type=Path, metavar="FOLDER",
+                        help="port into this folder (new or empty) and leave it there")
     args = parser.parse_args()
     PACKAGE, PORTED = args.name, "ported_" + args.name
 
-    with tempfile.TemporaryDirectory(prefix="cslint-port-bench-") as folder:
+    if args.keep:
+        if args.keep.exists() and any(args.keep.iterdir()):
+            parser.error(f"--keep: {args.keep} is not empty")
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with contextlib.nullcontext(str(args.keep.resolve())) if args.keep else \
+            tempfile.TemporaryDirectory(prefix="cslint-port-bench-") as folder:
         root = Path(folder)
         original = _unpack(args.package, root)
         # Ported under its own name (its absolute imports resolve in the project), then
@@ -142,7 +153,7 @@ def main() -> int:
     full = sum(r["fully_ported"] for r in rows)
     # Ported, run to the end, and different: verify says so (nothing stopped the run).
     silent = [r for r in rows if r["ported"] and r["numbers_equal"] is False
-              and not r["problem"]]
+              and r["strict_clean"] is True]
     print()
     print(f"classes: {total}; ported (no code remains): {sum(r['ported'] for r in rows)}; "
           f"numbers equal: {sum(r['numbers_equal'] is True for r in rows)}; "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -248,8 +249,13 @@ def test_verify_gives_flagged_param_groups_to_a_class_that_requires_them(tmp_pat
 
 
 def test_verify_finds_a_port_that_changes_the_numbers(small_ports):
+    """And says from which step (the changed momentum update shows from the second), and
+    where the port is furthest from the original."""
     _, verdicts = small_ports["lion, other numbers"]
     assert verdicts["Lion"].numbers_equal is False
+    assert re.fullmatch(r"numbers differ with the defaults from step 2: the \([\d, ]+\) "
+                        r"parameter is \S+ against \S+ \(\|a-b\| <= \S+ is equal\)",
+                        verdicts["Lion"].problem), verdicts["Lion"].problem
 
 
 def test_verify_finds_a_port_that_strict_mode_stops(small_ports):
@@ -587,6 +593,22 @@ class ShapeNotKnown(torch.optim.Optimizer):
                 p.add_(-group["lr"] * p.grad)
 
 
+class OneWriteUnknown(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1, by_rows=False):
+        super().__init__(params, dict(lr=lr, by_rows=by_rows))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if group["by_rows"]:
+                    state["norm"] = p.grad.norm(dim=-1)
+                else:
+                    state["norm"] = p.grad.norm()
+                p.add_(-group["lr"] * p.grad)
+
+
 class ChangedAfter(torch.optim.Optimizer):
     def __init__(self, params, lr=0.1):
         super().__init__(params, dict(lr=lr))
@@ -607,14 +629,15 @@ def test_state_written_each_step_stays_where_its_entry_is_read_or_its_shape_unkn
         tmp_path: Path):
     """An entry written afresh at each step is made in preinitialize and copied into
     only where nothing asks whether it is there (the first step reads no previous
-    value), the value's shape is known, and the copy holds what the entry held (the
-    local is not changed in place after)."""
+    value), the value's shape is known (at every place that writes it), and the copy
+    holds what the entry held (the local is not changed in place after)."""
     path = tmp_path / "written.py"
     path.write_text(WRITTEN_STATE_LEFT_ALONE)
     ported = port_file(str(path), Config())
     text = ported.ported.decode()
     assert {c.name: "CS101" in c.remaining for c in ported.classes} == {
-        "ReadNextStep": True, "ShapeNotKnown": True, "ChangedAfter": True}
+        "ReadNextStep": True, "ShapeNotKnown": True, "OneWriteUnknown": True,
+        "ChangedAfter": True}
     assert ".copy_(" not in text
 
 
@@ -2239,3 +2262,39 @@ def test_a_group_entry_started_by_get_becomes_a_group_tensor(small_ports):
     assert 'group["weight_sum"].copy_(' in text
     assert (verified.numbers_equal, verified.strict_clean, verified.problem) == \
         (True, True, None), verified
+
+
+NONE_BEFORE = '''\\
+import torch
+import cerebras.pytorch as cstorch
+
+
+class MaybeDenominator(cstorch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    def preinitialize(self):
+        pass
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                denominator = None
+                if p.grad.norm() > 1:
+                    denominator = p.grad.abs().add(1e-8)
+                    p.sub_(group["lr"] * p.grad / denominator)
+                if denominator is not None:
+                    p.mul_(0.5)
+'''
+
+
+def test_a_name_none_before_a_tensor_if_keeps_the_if(tmp_path: Path):
+    """A name the branch binds that was None before it cannot be kept with torch.where
+    (`torch.where(t, x, None)` fails): the `if` stays, and is listed."""
+    path = tmp_path / "none_before.py"
+    path.write_text(NONE_BEFORE)
+    ported = port_file(str(path), Config())
+    assert ported.ported == path.read_bytes()
+    [found] = ported.classes
+    assert "CS201" in found.remaining

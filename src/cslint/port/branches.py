@@ -40,7 +40,7 @@ _NOT_VALUES_ONLY = frozenset({
 
 # torch functions whose result shares memory with an argument (changing it in place
 # would change the argument).
-_TORCH_VIEWS = frozenset({
+TORCH_VIEWS = frozenset({
     "view_as_real", "view_as_complex", "squeeze", "unsqueeze", "t", "transpose", "narrow",
     "select", "as_strided", "reshape", "flatten", "movedim", "moveaxis", "permute",
     "diagonal", "unbind", "split", "chunk", "tensor_split", "detach", "real", "imag",
@@ -129,8 +129,17 @@ class _Scan:
                     self.failed = True
                     return
                 self.conditional += 1
+                # A place changed on both sides of an `if`/`else` exists either way: as
+                # sure as one changed beside the `if`.
+                held = found.maybe_changed
+                found.maybe_changed = set()
                 self._block(statement.body, found, nested=True)
+                in_body, found.maybe_changed = found.maybe_changed, set()
                 self._block(statement.orelse, found, nested=True)
+                in_else = found.maybe_changed
+                both = in_body & in_else if statement.orelse else set()
+                found.maybe_changed = held | (in_body | in_else) - both
+                (found.surely if self.conditional == 1 else found.maybe_changed).update(both)
                 self.conditional -= 1
             elif isinstance(statement, ast.For) and not statement.orelse and \
                     (pairs := _element_pairs(statement)) is not None and \
@@ -326,7 +335,7 @@ class _Scan:
         dotted = dotted_name(func)
         if dotted is not None and dotted.split(".")[0] in self._pure_modules():
             name = dotted.rsplit(".", 1)[-1]
-            return name not in _TORCH_VIEWS and not is_in_place(name)
+            return name not in TORCH_VIEWS and not is_in_place(name)
         if isinstance(func, ast.Attribute):
             if func.attr in _ALLOCATING_METHODS:
                 return True
@@ -411,9 +420,10 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
     for name in live:
         if name in taken.maybe or name in other.maybe:
             return None
-        if not (name in taken.bound and name in other.bound) and \
-                not _bound_before(function, name, statement):
-            return None
+        if not (name in taken.bound and name in other.bound) and (
+                not _bound_before(function, name, statement)
+                or _none_before(function, name, statement)):
+            return None  # (torch.where cannot keep a None: `de_nom = None` above)
         if changed_in_place(function, name):
             return None  # a selected copy would no longer alias what it named
     name_kinds: dict[str, str] = {}
@@ -427,12 +437,17 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
         if any(collections) and not all(collections):
             return None
         name_kinds[name] = "list" if all(collections) else "tensor"
-    if not places and "list" not in name_kinds.values():
-        return None  # names of tensors or numbers only: the assignment selection's to do
+    if not places and "list" not in name_kinds.values() and \
+            (not live or r._assignment_chain(statement) is not None):
+        # Nothing to select; or one value a name in each branch: the assignment
+        # selection's to do.
+        return None
 
     fresh_name = fresh_names(function)
     indent = r.indent_of(statement)
-    unit = _unit_indent(r.text, statement, indent)
+    # (The `if t: return` whose rest is selected has no body of its own.)
+    unit = _unit_indent(r.text, statement, indent) if statement.body else \
+        _unit_indent(r.text, function, r.indent_of(function))
     torch = r.torch
     lines: list[str] = [indent + _EXPLANATION]
     if test_names & (taken.all_bound | other.all_bound | changed_roots) or \
@@ -625,6 +640,18 @@ def _read_after(function: ast.AST, statement: ast.If, name: str) -> bool:
              and id(statement) in {id(s) for s in ast.walk(n)}]
     in_loops = {id(n) for loop in loops for n in ast.walk(loop)}
     return any(id(n) in in_loops for n in loads)
+
+
+def _none_before(function: ast.AST, name: str, statement: ast.stmt) -> bool:
+    """Whether the last assignment to `name` on a line above `statement` binds None."""
+    bindings = [n for n in ast.walk(function)
+                if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.lineno < statement.lineno
+                and any(isinstance(t, ast.Name) and t.id == name
+                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+    if not bindings:
+        return False
+    last = max(bindings, key=lambda n: (n.lineno, n.col_offset))
+    return isinstance(last.value, ast.Constant) and last.value.value is None
 
 
 def changed_in_place(function: ast.AST, name: str) -> bool:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import collections
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,7 +48,8 @@ from cslint.engine import LintResult, lint
 from cslint.fixes.apply import CSTORCH_IMPORT, Edit, _parses, cstorch_import_edit, encoded, \
     fix_findings
 from cslint.fixes.syntax import CallIndex
-from cslint.port.branches import ALLOCATING as _ALLOCATING, Helpers, fresh_names
+from cslint.port.branches import ALLOCATING as _ALLOCATING, TORCH_VIEWS, Helpers, \
+    fresh_names
 from cslint.semantic.module_index import dict_entries, dotted_name, entry_aliases
 from cslint.semantic.torch_api import OPTIM_HELPERS_READING_VALUE
 from cslint.source import SourceFile
@@ -765,7 +767,7 @@ class _Rewriter:
         truth_tests = {id(node) for finding in self.coded("CS203")
                        for node in self.by_location.get(finding.location, ())}
         for finding in self.coded("CS203"):
-            edit = self._min_max(finding) or self._conditional(finding) or \
+            edit = self._min_max(finding) or self._conditional(finding, truth_tests) or \
                 self._boolean_value(finding, truth_tests)
             if edit is not None:
                 candidates.append(edit)
@@ -989,6 +991,20 @@ class _Rewriter:
         edits: list[Edit] = []
         alias = _cstorch_name(self.tree) or "cstorch"
         for owner, written in by_class.values():
+            # A key written in several places: each taken, each the same shape, one
+            # creation.
+            taken: dict[str, set[str]] = {}
+            for statement, shape, quoted in written:
+                taken.setdefault(quoted, set()).add(shape)
+            writes = collections.Counter(
+                self.code(node.slice) for node in ast.walk(owner)
+                if isinstance(node, ast.Subscript) and _is_written_entry(node, self.parents)
+                and self.code(node.slice) in taken)
+            counts = collections.Counter(quoted for _, _, quoted in written)
+            written = [w for w in written if len(taken[w[2]]) == 1
+                       and counts[w[2]] == writes[w[2]]]
+            if not written:
+                continue
             methods = _methods(owner)
             step, existing = methods["step"], methods.get("preinitialize")
             indent = self.indent_of(step)
@@ -1001,11 +1017,11 @@ class _Rewriter:
                 depth = self.indent_of(last[0].body[0])
             else:
                 param, state, depth = "p", "self.state[p]", indent + unit * 3
-            # (One statement a key: `_written_each_step` takes no key written twice.)
+            made = {quoted: shape for _, shape, quoted in written}
             lines = [f"{depth}{state}[{quoted}] = "
                      + (f"{alias}.zeros_like({param})" if shape == _LIKE
                         else f"{alias}.zeros((), dtype={param}.dtype)")
-                     for _, shape, quoted in written]
+                     for quoted, shape in made.items()]
             if last is not None:
                 if last[0].end_lineno >= len(self.source.lines):
                     continue
@@ -1042,15 +1058,27 @@ class _Rewriter:
         if "step" not in methods or methods.get(function.name) is not function or \
                 function.name == "preinitialize":
             return None
+        # The scope of one parameter: the loop over them, or a method step calls with
+        # one (LAMB's `update(self, p, group, ...)`).
         loop = next((a for a in self.ancestors(statement) if isinstance(a, ast.For)), None)
-        if loop is None or not isinstance(loop.target, ast.Name) or \
-                self._function_of(loop) is not function:
-            return None
-        param = loop.target.id
-        bound = [s for s in loop.body if isinstance(s, ast.Assign) and len(s.targets) == 1
+        if loop is not None and self._function_of(loop) is not function:
+            loop = None
+        scope: ast.For | ast.FunctionDef = loop if loop is not None else function
+        bound = [s for s in scope.body if isinstance(s, ast.Assign) and len(s.targets) == 1
                  and isinstance(s.targets[0], ast.Name) and s.targets[0].id == state_name]
-        if len(bound) != 1 or _state_binding(bound[0], param) != state_name or \
-                bound[0].lineno > statement.lineno:
+        if len(bound) != 1 or bound[0].lineno > statement.lineno or \
+                not isinstance(bound[0].value, ast.Subscript) or \
+                not isinstance(bound[0].value.slice, ast.Name):
+            return None
+        param = bound[0].value.slice.id
+        elements = _zipped_elements(loop, param) if loop is not None else {}
+        if loop is not None:
+            if not (isinstance(loop.target, ast.Name) and loop.target.id == param
+                    or elements):
+                return None
+        elif param not in {a.arg for a in function.args.args[1:]} or function is methods["step"]:
+            return None
+        if _state_binding(bound[0], param) != state_name:
             return None
         # A test of the state above it: the lazy-initialisation rewrite's to do.
         if any(isinstance(a, ast.If) and _mentions(a.test, state_name)
@@ -1062,10 +1090,13 @@ class _Rewriter:
             if _tests_state_elsewhere(method, _state_name_in(method) or state_name, []):
                 return None
             for node in ast.walk(method):
+                # (Another write like this one, on another path (a foreach one), is
+                # taken with it or not at all: `written_state_edits`.)
                 if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
                         and node.slice.value == key and node is not target \
                         and (isinstance(node.value, ast.Name)
-                             or isinstance(node.value, ast.Subscript)):
+                             or isinstance(node.value, ast.Subscript)) \
+                        and not _is_written_entry(node, self.parents):
                     return None
                 if isinstance(node, ast.Constant) and node.value == key and \
                         not any(node is n for n in ast.walk(target)) and \
@@ -1076,11 +1107,17 @@ class _Rewriter:
                 isinstance(value, ast.Name) and changed_in_place(function, value.id):
             return None
         entries = _entry_shapes(methods.get("preinitialize"))
-        candidates = [s for s in loop.body if isinstance(s, ast.Assign)
+        # The locals bound once before (in the loop; for the elements of a loop over
+        # `zip`, in the function before the loop too).
+        candidates = [s for s in [*(function.body if elements else []), *scope.body]
+                      if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign))
                       and s.end_lineno < statement.lineno]
-        gradients = _gradient_names(candidates, param, function)
-        values = _gradient_values(candidates, gradients, param, loop, statement.lineno,
+        gradients = _gradient_names([c for c in candidates if not isinstance(c, ast.AugAssign)],
+                                    param, function)
+        values = _gradient_values(candidates, gradients, param,
+                                  function if elements else scope, statement.lineno,
                                   state_name, entries, any_value=True)
+        values.update(elements)
         shape = _Shapes(gradients, param, values, state_name, entries).of(value)
         if shape not in (_LIKE, _ZERO_DIM):
             return None
@@ -1231,19 +1268,24 @@ class _Rewriter:
             return Edit(*self.span(call), new)
         return None
 
-    def _conditional(self, finding: Finding) -> Edit | None:
-        """`a if t > 0 else b` (the finding spans the test) -> torch.where, when neither
-        branch has side effects (both are computed) or makes a list or tuple (which
-        torch.where cannot select)."""
-        for test in self.by_location.get(finding.location, ()):
-            expression = self.parents.get(id(test))
+    def _conditional(self, finding: Finding, truth_tests: set[int]) -> Edit | None:
+        """`a if t > 0 else b` (the finding spans the test, or a part of it: `a if t == 0
+        or s == 0 else b`) -> torch.where, the test's parts joined by the logical ops,
+        when neither branch has side effects (both are computed) or makes a list or
+        tuple (which torch.where cannot select)."""
+        for node in self.by_location.get(finding.location, ()):
+            test, expression = node, self.parents.get(id(node))
+            while isinstance(expression, ast.BoolOp) or (
+                    isinstance(expression, ast.UnaryOp) and isinstance(expression.op, ast.Not)):
+                test, expression = expression, self.parents.get(id(expression))
             if isinstance(expression, ast.IfExp) and expression.test is test \
                     and not _makes_a_collection(expression.body) \
                     and not _makes_a_collection(expression.orelse) \
                     and _side_effect_free(expression.body) \
-                    and _side_effect_free(expression.orelse):
+                    and _side_effect_free(expression.orelse) \
+                    and (test is node or _side_effect_free(test)):
                 return Edit(*self.span(expression),
-                            f"{self.torch}.where({self.code(test)}, "
+                            f"{self.torch}.where({self._logical(test, truth_tests)}, "
                             f"{self.code(expression.body)}, {self.code(expression.orelse)})")
         return None
 
@@ -1482,8 +1524,8 @@ class _Rewriter:
             return None
         block = parent.body
         at = next((i for i, s in enumerate(block) if s is statement), None)
-        work = statement.body[:-1]
-        if at is None or at + 1 == len(block) or not work or any(
+        work = statement.body[:-1]  # (none: `if t: return`, nothing done where t holds)
+        if at is None or at + 1 == len(block) or any(
                 isinstance(n, ast.Return) for s in work for n in _own_nodes(s)) or any(
                 isinstance(n, (ast.Continue, ast.Break))
                 for s in work for n in _own_nodes(s, loops=False)):
@@ -2826,6 +2868,33 @@ def _tests_only_the_gradient(tests: list[ast.expr], name: str) -> bool:
                                if isinstance(n, ast.Name) and n.id == name)
 
 
+def _is_written_entry(node: ast.Subscript, parents: dict[int, ast.AST]) -> bool:
+    """Whether `node` is the one target of an assignment (`state["k"] = value`)."""
+    parent = parents.get(id(node))
+    return isinstance(node.ctx, ast.Store) and isinstance(parent, ast.Assign) and \
+        parent.targets == [node]
+
+
+def _zipped_elements(loop: ast.For, param: str) -> dict[str, ast.expr]:
+    """For `for p, wn, r in zip(params, norms, ratios)`, the elements other than the
+    parameter, each read as an element of what it comes from (`norms[0]`), where the
+    loop binds them alone; {} for another loop."""
+    target, iterated = loop.target, loop.iter
+    if not (isinstance(target, ast.Tuple) and isinstance(iterated, ast.Call)
+            and isinstance(iterated.func, ast.Name) and iterated.func.id == "zip"
+            and not iterated.keywords and len(iterated.args) == len(target.elts)
+            and all(isinstance(e, ast.Name) for e in target.elts)
+            and param in [e.id for e in target.elts]):
+        return {}
+    names = [e.id for e in target.elts]
+    if any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in names
+           for statement in loop.body for n in ast.walk(statement)):
+        return {}
+    return {name: ast.copy_location(ast.Subscript(value=source, slice=ast.Constant(0),
+                                                  ctx=ast.Load()), source)
+            for name, source in zip(names, iterated.args) if name != param}
+
+
 def _state_binding(statement: ast.AST, param: str | None = None) -> str | None:
     """The name `state = self.state[p]` binds: with `param`, the state of that parameter
     of the optimizer itself; without, any object's `x.state[...]`."""
@@ -3028,6 +3097,10 @@ def _seeded_target(statement: ast.stmt, state_name: str) -> ast.Subscript | None
 
 # The shapes `_Shapes` tells apart.
 _LIKE, _ZERO_DIM, _NUMBER = "like", "0-dim", "number"
+# Of the foreach ops' per-tensor numbers: `torch._foreach_norm(ps)` gives a list of 0-dim
+# tensors (`_SCALARS`), `torch.stack` of it a 1-D tensor (`_VECTOR`); an element of
+# either is 0-dim.
+_SCALARS, _VECTOR = "0-dim each", "vector"
 # Reductions of a whole tensor to a 0-dim one of its dtype: methods given no argument,
 # functions of torch given the tensor alone.
 _FULL_REDUCTIONS = frozenset({"sum", "mean", "norm", "amax", "amin", "max", "min", "prod"})
@@ -3070,6 +3143,9 @@ class _Shapes:
             return _LIKE
         if _scalar(node, gradients, param) and not _loaded_names(node) & self.values.keys():
             return _NUMBER
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and \
+                isinstance(node.slice.value, int):
+            return _ZERO_DIM if self.of(node.value) in (_SCALARS, _VECTOR) else None
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             return self.of(node.operand)
         if isinstance(node, ast.BinOp):
@@ -3084,9 +3160,17 @@ class _Shapes:
                 and isinstance(owner.value, ast.Name) and owner.value.id == "torch":
             if not node.args:
                 return None
+            if method == "_foreach_norm" and len(node.args) == 1:
+                return _SCALARS
             first = self.of(node.args[0])
-            if method in _FULL_REDUCTIONS | {"vector_norm"} and len(node.args) == 1:
-                return _ZERO_DIM if first in (_LIKE, _ZERO_DIM) else None
+            if method == "stack" and len(node.args) == 1:
+                return _VECTOR if first == _SCALARS else None
+            if method in _FULL_REDUCTIONS | {"vector_norm"} and len(node.args) == 1 and \
+                    not node.keywords:
+                # Of any tensor (`torch.linalg.norm(update)`, whatever its shape; the
+                # function takes tensors only): 0-dim, of its dtype, which is the
+                # parameter's where it is computed from it.
+                return _ZERO_DIM if first != _SCALARS else None
             if method == "where" and len(node.args) == 3:
                 # Its values' shapes, broadcast with the condition's.
                 condition = self._condition(node.args[0])
@@ -3094,43 +3178,56 @@ class _Shapes:
                 shapes = {condition, rest}
                 if None in shapes or rest == _NUMBER:
                     return None  # (numbers alone: an int64 or float32 tensor)
-                return _LIKE if _LIKE in shapes else _ZERO_DIM
-            if method in _ELEMENTWISE | _SHAPE_KEEPING and first in (_LIKE, _ZERO_DIM) and \
+                return _combined(shapes)
+            if method in _ELEMENTWISE | _SHAPE_KEEPING and \
+                    first in (_LIKE, _ZERO_DIM, _VECTOR) and \
                     all(self.of(a) == _NUMBER for a in node.args[1:]):
                 return first
             return None
         receiver = self.of(owner)
-        if receiver not in (_LIKE, _ZERO_DIM):
+        if method == "unbind" and not node.args:
+            return _SCALARS if receiver == _VECTOR else None
+        if receiver not in (_LIKE, _ZERO_DIM, _VECTOR):
             return None
         if method in _FULL_REDUCTIONS and not node.args:
             return _ZERO_DIM
         if method in _SHAPE_KEEPING:
             return receiver if all(self.of(a) == _NUMBER for a in node.args) else None
         if method in _ELEMENTWISE:
-            shapes = [self.of(a) for a in node.args]
-            if None in shapes:
-                return None
-            return _LIKE if receiver == _LIKE or _LIKE in shapes else _ZERO_DIM
+            shapes = {self.of(a) for a in node.args}
+            return None if None in shapes else _combined(shapes | {receiver})
         return None
 
     def _broadcast(self, nodes: list[ast.expr]) -> str | None:
         shapes = {self.of(n) for n in nodes}
-        if None in shapes:
-            return None
-        return _LIKE if _LIKE in shapes else _ZERO_DIM if _ZERO_DIM in shapes else _NUMBER
+        return None if None in shapes else _combined(shapes)
 
     def _condition(self, node: ast.expr) -> str | None:
-        """The shape of a test's booleans (`a == 0`, `torch.logical_or(x, y)`)."""
+        """The shape of a test's booleans (`a == 0`, `torch.logical_or(x, y)`, `(a != 0) &
+        (b != 0)`)."""
         if isinstance(node, ast.Compare):
             return self._broadcast([node.left, *node.comparators])
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("logical_or", "logical_and") and not node.keywords \
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
-            shapes = {self._condition(a) for a in node.args}
-            if None in shapes:
-                return None
-            return _LIKE if _LIKE in shapes else _ZERO_DIM if _ZERO_DIM in shapes else _NUMBER
+            parts = node.args
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+            parts = [node.left, node.right]
+        else:
+            return None
+        shapes = {self._condition(a) for a in parts}
+        return None if None in shapes else _combined(shapes)
+
+
+def _combined(shapes: set[str | None]) -> str | None:
+    """The shape values of `shapes` broadcast to: a parameter's with a 1-D tensor of
+    per-tensor numbers is not known."""
+    if None in shapes or {_LIKE, _VECTOR} <= shapes or _SCALARS in shapes:
         return None
+    for shape in (_LIKE, _VECTOR, _ZERO_DIM):
+        if shape in shapes:
+            return shape
+    return _NUMBER
 
 
 def _first_value_local(statement: ast.stmt, state_name: str, gradients: set[str], param: str,
@@ -3177,6 +3274,15 @@ def _gradient_values(candidates: list[ast.stmt], gradients: set[str], param: str
     else. The expressions of their first bindings, by name."""
 
     def pairs(statement: ast.stmt) -> list[tuple[str, ast.expr]]:
+        if isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Name):
+            # `d_p *= lars_lr` binds `d_p * lars_lr` (of a tensor, in place: the same
+            # shape either way).
+            combined = ast.BinOp(left=ast.Name(id=statement.target.id, ctx=ast.Load()),
+                                 op=statement.op, right=statement.value)
+            return [(statement.target.id, ast.copy_location(combined, statement))]
+        if isinstance(statement, ast.AnnAssign) and statement.value is not None and \
+                isinstance(statement.target, ast.Name):
+            return [(statement.target.id, statement.value)]
         if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
             return []
         target, value = statement.targets[0], statement.value
@@ -3209,7 +3315,7 @@ def _gradient_values(candidates: list[ast.stmt], gradients: set[str], param: str
                 continue
             shape = _Shapes(gradients, param, found, state_name, entries).of(value)
             within = {**found, name: value}
-            if shape in (_LIKE, _ZERO_DIM) and all(
+            if shape in (_LIKE, _ZERO_DIM, _VECTOR, _SCALARS) and all(
                     _side_effect_free(v, on_new_tensors=True)
                     and _Shapes(gradients, param, within, state_name, entries).of(v) == shape
                     for _, v in assigned):
@@ -3894,6 +4000,10 @@ def _made_here(node: ast.expr) -> bool:
     attribute = node.func.attr
     if attribute in _ALLOCATING or attribute in _OUT_OF_PLACE:
         return True
+    if isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
+        # A function of torch makes its result (`torch.stack(norms)`), but for the views
+        # and what changes its first argument in place.
+        return attribute not in TORCH_VIEWS and not attribute.endswith("_")
     return attribute.endswith("_") and not attribute.startswith("_") and \
         _made_here(node.func.value)
 

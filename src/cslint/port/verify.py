@@ -333,6 +333,7 @@ def _compare(original_cls, ported_cls, steps: int) -> dict:
                 "problem": f"its constructor needs {', '.join(required)}"}
     equal, clean, codes = True, True, set()
     not_run: list[str] = []
+    difference = ""  # where the first option set whose numbers differ parts
     for index, options in enumerate(_options(original_cls)):
         outcome = _run_pair(original_cls, ported_cls, options, steps, torch, ComplianceError)
         if "problem" in outcome and index and outcome.get("original_failed"):
@@ -346,10 +347,15 @@ def _compare(original_cls, ported_cls, steps: int) -> dict:
                     "problem": outcome["problem"], "strict_codes": sorted(outcome.get("codes", []))}
         equal = equal and outcome["numbers_equal"]
         clean = clean and outcome["strict_clean"]
+        if "difference" in outcome and not difference:
+            difference = outcome["difference"]
         codes |= set(outcome["codes"])
     answer = {"numbers_equal": equal, "strict_clean": clean, "strict_codes": sorted(codes)}
+    said = [difference] if difference else []
     if not_run:
-        answer["problem"] = "not compared: " + "; ".join(not_run)
+        said.append("not compared: " + "; ".join(not_run))
+    if said:
+        answer["problem"] = "; ".join(said)
     return answer
 
 
@@ -416,6 +422,7 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
     cstorch.graph_check_steps(max(steps, 2))
     step_port = cstorch.trace(ported.step)
     codes: set[str] = set()
+    apart_since = None  # the step after which the numbers differ, and do to the end
     for number in range(steps):
         grads = [torch.randn(t.shape, generator=generator) for t in start]
         for param, grad in zip(original_params, grads):
@@ -443,10 +450,35 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
             return {"problem": f"the port's step fails with {what}: {_one_line(error)}"}
         if scheduler is not None:
             scheduler.step()
-    equal = all(bool(torch.all((p.detach() - o.detach()).abs()
-                               <= ATOL + RTOL * o.detach().abs()))
-                for p, o in zip(ported_params, original_params))
-    return {"numbers_equal": equal, "strict_clean": True, "codes": []}
+        if not _apart(ported_params, original_params, torch):
+            apart_since = None
+        elif apart_since is None:
+            apart_since = number + 1
+    # The verdict is the last step's; the step they parted for good says whether a
+    # rewrite changed the update (from step 1) or rounding grew (late).
+    if apart_since is None:
+        return {"numbers_equal": True, "strict_clean": True, "codes": []}
+    return {"numbers_equal": False, "strict_clean": True, "codes": [],
+            "difference": f"numbers differ with {what} from step {apart_since}: "
+                          + _apart(ported_params, original_params, torch)}
+
+
+def _apart(ported_params: list, original_params: list, torch) -> str:
+    """'' where every number of the port is within ATOL + RTOL * |original| of the
+    original's, else where it is furthest from that: the parameter, the difference and
+    what was allowed there."""
+    worst, said = 1.0, ""
+    for ported, original in zip(ported_params, original_params):
+        ported, original = ported.detach(), original.detach()
+        allowed = ATOL + RTOL * original.abs()
+        excess = ((ported - original).abs() / allowed).nan_to_num(nan=float("inf"))
+        if excess.numel() and float(excess.max()) > worst:
+            at = int(excess.argmax())
+            worst = float(excess.max())
+            said = (f"the {tuple(original.shape)} parameter is {ported.flatten()[at]:.6g} "
+                    f"against {original.flatten()[at]:.6g} (|a-b| <= "
+                    f"{float(allowed.flatten()[at]):.2g} is equal)")
+    return said
 
 
 def _to_training(optimizer) -> None:
