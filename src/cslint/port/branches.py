@@ -417,13 +417,22 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
         return None  # the copies are put back through names a branch rebinds
     live = [name for name in sorted(taken.all_bound | other.all_bound)
             if _read_after(function, statement, name)]
+    none_before: set[str] = set()  # names None before the `if`, bound where it holds
     for name in live:
         if name in taken.maybe or name in other.maybe:
             return None
-        if not (name in taken.bound and name in other.bound) and (
-                not _bound_before(function, name, statement)
-                or _none_before(function, name, statement)):
-            return None  # (torch.where cannot keep a None: `de_nom = None` above)
+        if not (name in taken.bound and name in other.bound) and \
+                not _bound_before(function, name, statement):
+            return None
+        if not (name in taken.bound and name in other.bound) and \
+                bound_to_none_before(function, name, statement):
+            # torch.where cannot keep a None (`de_nom = None` above, set where the test
+            # holds): where nothing asks whether it is None, code that reads it reads it
+            # where the test held (it would fail on None elsewhere), and the other
+            # elements may hold anything: ones. Else the `if` stays.
+            if name in other.bound or _tested_for_none(function, name):
+                return None
+            none_before.add(name)
         if changed_in_place(function, name):
             return None  # a selected copy would no longer alias what it named
     name_kinds: dict[str, str] = {}
@@ -461,7 +470,7 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
         lines.append(indent + _copy(before[code], shown[code], kinds[code]))
     kept_names: dict[str, str] = {}
     for name in live:
-        if name not in taken.bound or name not in other.bound:
+        if (name not in taken.bound or name not in other.bound) and name not in none_before:
             kept_names[name] = fresh_name(f"{name}_before")
             lines.append(f"{indent}{kept_names[name]} = {name}")
     for inner in statement.body:
@@ -495,9 +504,9 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
     for name in live:
         chosen = selected_names.get(name, name if not statement.orelse else kept_names.get(name))
         if statement.orelse:
-            otherwise = name if name in other.bound else kept_names[name]
+            otherwise = name if name in other.bound else kept_names.get(name)
         else:
-            otherwise = kept_names[name]
+            otherwise = kept_names.get(name)
         if name_kinds[name] == "list":
             line = f"{indent}{name} = [{torch}.where({condition}, a, b) "
             pairs = f"for a, b in zip({chosen}, {otherwise})]"
@@ -506,6 +515,8 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
             else:
                 lines.append(line + pairs)
         else:
+            if name in none_before:
+                otherwise = f"{torch}.ones_like({chosen})"
             lines.append(f"{indent}{name} = {torch}.where({condition}, {chosen}, {otherwise})")
     start, end = r.span(statement)
     new = "\n".join(lines)
@@ -642,7 +653,7 @@ def _read_after(function: ast.AST, statement: ast.If, name: str) -> bool:
     return any(id(n) in in_loops for n in loads)
 
 
-def _none_before(function: ast.AST, name: str, statement: ast.stmt) -> bool:
+def bound_to_none_before(function: ast.AST, name: str, statement: ast.stmt) -> bool:
     """Whether the last assignment to `name` on a line above `statement` binds None."""
     bindings = [n for n in ast.walk(function)
                 if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.lineno < statement.lineno
@@ -652,6 +663,23 @@ def _none_before(function: ast.AST, name: str, statement: ast.stmt) -> bool:
         return False
     last = max(bindings, key=lambda n: (n.lineno, n.col_offset))
     return isinstance(last.value, ast.Constant) and last.value.value is None
+
+
+def _tested_for_none(function: ast.AST, name: str) -> bool:
+    """Whether the function compares `name` with None or takes its truth."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Compare) and any(
+                isinstance(n, ast.Name) and n.id == name for n in [node.left, *node.comparators]) \
+                and any(isinstance(n, ast.Constant) and n.value is None
+                        for n in [node.left, *node.comparators]):
+            return True
+        tested = node.test if isinstance(node, (ast.If, ast.While, ast.IfExp)) else \
+            node.operand if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) \
+            else None
+        values = node.values if isinstance(node, ast.BoolOp) else [tested]
+        if any(isinstance(v, ast.Name) and v.id == name for v in values):
+            return True
+    return False
 
 
 def changed_in_place(function: ast.AST, name: str) -> bool:

@@ -49,7 +49,7 @@ from cslint.fixes.apply import CSTORCH_IMPORT, Edit, _parses, cstorch_import_edi
     fix_findings
 from cslint.fixes.syntax import CallIndex
 from cslint.port.branches import ALLOCATING as _ALLOCATING, TORCH_VIEWS, Helpers, \
-    fresh_names
+    bound_to_none_before, fresh_names
 from cslint.semantic.module_index import dict_entries, dotted_name, entry_aliases
 from cslint.semantic.torch_api import OPTIM_HELPERS_READING_VALUE
 from cslint.source import SourceFile
@@ -1649,8 +1649,10 @@ class _Rewriter:
                 return None
             return names, branches, [v for _, v in block]
         function = self._function_of(statement)
+        # (A name None above: torch.where cannot keep it; `cslint.port.branches` may.)
         if function is None or not all(_bound_before(function, name, statement)
                                        and not _updated_in_place(function, name)
+                                       and not bound_to_none_before(function, name, statement)
                                        for name in names):
             return None
         return names, branches, list(names)
