@@ -2298,3 +2298,40 @@ def test_a_name_none_before_a_tensor_if_keeps_the_if(tmp_path: Path):
     assert ported.ported == path.read_bytes()
     [found] = ported.classes
     assert "CS201" in found.remaining
+
+
+GUARDED_CONDITIONALS = '''\
+import torch
+import cerebras.pytorch as cstorch
+
+
+class Guarded(cstorch.optim.Optimizer):
+    def __init__(self, params, lr=0.1, clip_of=None, rectify=False):
+        super().__init__(params, dict(lr=lr, rectify=rectify))
+        self.clip_of = clip_of
+
+    def preinitialize(self):
+        pass
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                norm = p.grad.norm()
+                clip = self.clip_of(norm) if self.clip_of is not None and norm > 1 else 2.0
+                mode = 2.0 if not group["rectify"] or norm >= 5 else 1.0
+                p.sub_(group["lr"] * clip * mode * p.grad)
+'''
+
+
+def test_a_conditional_whose_joined_test_has_a_guard_stays(tmp_path: Path):
+    """`a if t == 0 or s == 0 else b` of tensor tests becomes torch.where (golden
+    port/trust_ratio); one whose test joins a tensor test with an option or a None test
+    (`f(t) if f is not None and t > 1 else c`) stays: the guard may keep a branch from
+    failing, and torch.where computes both."""
+    path = tmp_path / "guarded.py"
+    path.write_text(GUARDED_CONDITIONALS)
+    ported = port_file(str(path), Config())
+    assert ported.ported == path.read_bytes()
+    [found] = ported.classes
+    assert "CS203" in found.remaining

@@ -1278,9 +1278,19 @@ class _Rewriter:
             while isinstance(expression, ast.BoolOp) or (
                     isinstance(expression, ast.UnaryOp) and isinstance(expression.op, ast.Not)):
                 test, expression = expression, self.parents.get(id(expression))
+            # Joined tests: only tensor tests (`t == 0 or s == 0`), whose both values
+            # torch computes; an option or a None test beside them (`f is not None and t
+            # > 1`) may guard what a branch computes, which torch.where would compute
+            # always.
+            joined = [n for n in ast.walk(test) if n is not test and isinstance(n, ast.expr)
+                      and not isinstance(n, (ast.BoolOp, ast.UnaryOp))
+                      and isinstance(self.parents.get(id(n)), (ast.BoolOp, ast.UnaryOp))]
+            if test is not node and not all(id(n) in truth_tests for n in joined):
+                continue
             if isinstance(expression, ast.IfExp) and expression.test is test \
                     and not _makes_a_collection(expression.body) \
                     and not _makes_a_collection(expression.orelse) \
+                    and not _is_none(expression.body) and not _is_none(expression.orelse) \
                     and _side_effect_free(expression.body) \
                     and _side_effect_free(expression.orelse) \
                     and (test is node or _side_effect_free(test)):
