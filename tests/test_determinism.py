@@ -234,3 +234,31 @@ def test_files_that_cannot_be_read_are_reported_alike_by_workers(tmp_path):
     assert shared.stdout == alone.stdout and shared.stderr == alone.stderr
     assert len({f["path"] for f in json.loads(shared.stdout)}) == 38
     assert shared.stderr.count(b"\n") == 2 and b"Traceback" not in shared.stderr
+
+
+def test_fixes_with_workers_write_what_one_process_writes(tmp_path):
+    """With workers, the files' texts come back compressed (`SourceFile.from_packed`):
+    a fix writes the same bytes, BOM and line endings kept, as a run in one process."""
+    fixable = (b"\xef\xbb\xbfimport torch\r\nimport cerebras.pytorch as cstorch\r\n\r\n\r\n"
+               b"class Plain(cstorch.optim.Optimizer):\r\n"
+               b"    def preinitialize(self):\r\n        pass\r\n\r\n"
+               b"    @torch.no_grad()\r\n    def step(self):\r\n"
+               b"        for group in self.param_groups:\r\n"
+               b"            for p in group[\"params\"]:\r\n"
+               b"                p.add_(p.grad, alpha=-group[\"lr\"])\r\n")
+    written = []
+    for jobs in ("1", "2"):
+        root = tmp_path / jobs
+        root.mkdir()
+        (root / "pyproject.toml").write_text("")
+        for number in range(40):
+            (root / f"m{number:02d}.py").write_bytes(fixable)
+        result = subprocess.run([sys.executable, "-m", "cslint", "check", "--no-config",
+                                 "--no-cache", "--select", "CS205", "--fix", "--unsafe-fixes",
+                                 "--jobs", jobs,
+                                 "."], cwd=root, capture_output=True)
+        assert result.returncode == 0, result.stderr
+        written.append([(root / f"m{number:02d}.py").read_bytes() for number in range(40)])
+    assert written[0] == written[1]
+    assert written[1][0] != fixable and written[1][0].startswith(b"\xef\xbb\xbf")
+    assert b"p.add_(-group[\"lr\"] * p.grad)\r\n" in written[1][0]

@@ -132,3 +132,30 @@ def test_each_definition_parsed_alone_is_where_the_whole_parse_has_it(tmp_path, 
     module.release_tree()
     assert [ast.dump(e.node, include_attributes=True) for e in entries] == whole
     assert module.held_tree is None
+
+
+def test_a_text_held_compressed_gives_back_the_text_and_the_bytes(tmp_path):
+    """A large project's UTF-8 texts cross from the reading workers compressed and stay so
+    until read: each gives back its exact text, lines and bytes (BOM and line endings
+    kept), however many are read in turn (a few are kept decompressed)."""
+    from cslint.source import _UNPACKED_KEPT, SourceFile
+
+    read = []
+    for name in sorted(VALID):
+        path = tmp_path / name
+        path.write_bytes(VALID[name])
+        read.append(SourceFile.read(path, name, 10_000_000))
+    utf8 = [source for source in read if source.pack_text() is not None]
+    assert utf8 and len(utf8) < len(read), "UTF-8 files and others among VALID"
+    copies = [SourceFile.from_packed(s.path, s.display_path, s.pack_text(), s.has_bom,
+                                     s.text_length) for s in utf8]
+    # More than are kept decompressed, read back and forth.
+    copies = copies * (_UNPACKED_KEPT // len(copies) + 2)
+    originals = utf8 * (_UNPACKED_KEPT // len(utf8) + 2)
+    for order in (range(len(copies)), reversed(range(len(copies)))):
+        for index in order:
+            copy, original = copies[index], originals[index]
+            assert copy.text == original.text
+            assert copy.text_length == len(original.text)
+            assert copy.raw == VALID[original.display_path]
+            assert copy.lines == original.lines

@@ -124,7 +124,7 @@ def _rules_aside(run: Run, modules: list[ModuleIndex]) -> list[Rule]:
     the optimizer-state analysis, when the other analyses run too, processes may be
     forked and the project is large enough to pay for one (a pre-commit run over one
     file is not)."""
-    if run.jobs == 1 or sum(len(m.source_text) for m in modules) < _SOURCE_TO_ANALYSE_BESIDE:
+    if run.jobs == 1 or sum(m.text_length for m in modules) < _SOURCE_TO_ANALYSE_BESIDE:
         return []
     from cslint.semantic.optimizer_state import OptimizerStateAnalysis
 
@@ -185,7 +185,14 @@ def _load_targets(run: Run, targets: list[Target], held: HeldTrees
         found = load(index, None)  # (its tree goes with it)
         if isinstance(found, InputError):
             return (None, found.display_path, found.problem, found.line, found.column)
-        return (found.source.raw, index_data(found.module))
+        source = found.source
+        packed = source.pack_text()
+        # A UTF-8 text comes compressed, and stays so here until a check reads it: the
+        # project's texts would be the largest thing this process holds.
+        if packed is not None:
+            return ("packed", packed, source.has_bom, source.text_length,
+                    index_data(found.module))
+        return ("raw", source.raw, index_data(found.module))
 
     loaded = []
     for target, data in zip(targets, map_in_workers(load_as_data, len(targets), jobs,
@@ -193,10 +200,15 @@ def _load_targets(run: Run, targets: list[Target], held: HeldTrees
         if data[0] is None:
             loaded.append(InputError(*data[1:]))
             continue
-        raw, index = data
-        source = SourceFile.from_bytes(target.path, target.display_path, raw)
-        module = index_from_data(index, source.text)
-        held.indexed(module, len(raw))
+        if data[0] == "packed":
+            _, packed, has_bom, length, index = data
+            source = SourceFile.from_packed(target.path, target.display_path, packed,
+                                            has_bom, length)
+        else:
+            _, raw, index = data
+            source = SourceFile.from_bytes(target.path, target.display_path, raw)
+        module = index_from_data(index, source)
+        held.indexed(module, source.text_length)
         loaded.append(LoadedFile(source, module))
     # The workers' messages and the files' bytes are gone: their pages go back before
     # the analyses, and before the checks' workers are forked from this process.

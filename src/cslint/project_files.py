@@ -77,11 +77,11 @@ class HeldTrees:
         self._checked.add(id(module))
         if id(module) not in self._kept:
             if module.held_tree is not None:
-                self._released += len(module.source_text)
+                self._released += module.text_length
             module.release_tree()
             loaded.source.forget_lines()
         for other in self._asked_after_check:
-            self._released += len(other.source_text)
+            self._released += other.text_length
             other.release_tree()
         self._asked_after_check.clear()
         if self._released >= _RELEASED_BEFORE_GIVING_BACK:
@@ -102,7 +102,7 @@ def load_file(path: Path, shown: str, max_size: int, raw: bytes | None = None,
     source = SourceFile.from_bytes(path, shown, raw)
     tree = source.parse()
     try:
-        module = build_module_index(tree, path, shown, source_text=source.text)
+        module = build_module_index(tree, path, shown, source_text=source)
     except RecursionError:
         raise InputError(shown, TOO_DEEP) from None
     if held is not None:

@@ -22,7 +22,7 @@ from typing import Callable, Iterable
 from cslint.discovery import module_name_for
 from cslint.memory import give_back_freed_memory
 from cslint.semantic.torch_api import CSTORCH_PROGRAM_ROOTS
-from cslint.source import PYTHON_LINE_BREAK, parse_python
+from cslint.source import PYTHON_LINE_BREAK, SourceFile, parse_python
 
 def canonical(qualname: str) -> str:
     """Our `cslint.cstorch` twin names the same API as `cerebras.pytorch`."""
@@ -344,15 +344,25 @@ class ModuleIndex:
     # Functions defined inside other functions (e.g. a `@cstorch.trace` step in main()),
     # with where the function that encloses each starts (line, column).
     nested_functions: list[tuple[FunctionInfo, tuple[int, int]]] = field(default_factory=list)
-    # The decoded text (shared with the SourceFile, not copied): to parse again, and for
-    # text prefilters.
-    source_text: str = field(default="", repr=False)
+    # The decoded text, or the SourceFile that holds it (so a text held compressed is
+    # not held again here): to parse again, and for text prefilters.
+    text_owner: str | SourceFile = field(default="", repr=False)
     _line_starts: array | None = field(default=None, repr=False)
     _definitions: dict | None = field(default=None, repr=False)
     # Told when a released tree is parsed again (what keeps trees decides when it goes).
     on_parsed_again: Callable[["ModuleIndex"], None] | None = field(default=None, repr=False)
     # Entries whose nodes come from a parse of their own lines (`parse_definition`).
     _parts: list = field(default_factory=list, repr=False)
+
+    @property
+    def source_text(self) -> str:
+        owner = self.text_owner
+        return owner if isinstance(owner, str) else owner.text
+
+    @property
+    def text_length(self) -> int:
+        owner = self.text_owner
+        return len(owner) if isinstance(owner, str) else owner.text_length
 
     @property
     def tree(self) -> ast.Module:
@@ -617,12 +627,12 @@ def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> 
 
 def build_module_index(tree: ast.Module, path: Path, display_path: str,
                        module_name: str | None = None,
-                       source_text: str = "") -> ModuleIndex:
+                       source_text: str | SourceFile = "") -> ModuleIndex:
     name, is_package = module_name_for(path)
     name = module_name or name
     index = ModuleIndex(path=path, display_path=display_path, name=name, is_package=is_package,
                         imports={}, star_imports=[], classes={}, top_level_classes={},
-                        functions={}, held_tree=tree, source_text=source_text)
+                        functions={}, held_tree=tree, text_owner=source_text)
     _collect(index, tree)
     return index
 
@@ -640,14 +650,14 @@ def index_data(index: ModuleIndex) -> tuple:
             [(_function_data(info), where) for info, where in index.nested_functions])
 
 
-def index_from_data(data: tuple, source_text: str) -> ModuleIndex:
+def index_from_data(data: tuple, source_text: str | SourceFile) -> ModuleIndex:
     """The index `index_data` gave, over the module's source (its tree not yet parsed)."""
     (path, display_path, name, is_package, imports, star_imports, classes,
      top_level_classes, functions, nested) = data
     index = ModuleIndex(path=Path(path), display_path=display_path, name=name,
                         is_package=is_package, imports=imports, star_imports=star_imports,
                         classes={}, top_level_classes=top_level_classes, functions={},
-                        held_tree=None, source_text=source_text)
+                        held_tree=None, text_owner=source_text)
     for entry in classes:
         info = _class_from_data(entry, index)
         index.classes[info.qualname] = info
