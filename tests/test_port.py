@@ -2335,3 +2335,19 @@ def test_a_conditional_whose_joined_test_has_a_guard_stays(tmp_path: Path):
     assert ported.ported == path.read_bytes()
     [found] = ported.classes
     assert "CS203" in found.remaining
+
+
+@pytest.mark.parametrize("code, alone", [
+    ("x.sqrt().add_(eps)", True),
+    ("torch.stack(torch._foreach_norm(ps)).clamp_(max=10.0)", True),
+    ("torch.add(a, b, out=c).mul_(2)", False),  # `c` itself
+    ("torch.narrow(x, 0, 0, 1).mul_(2)", False),  # a view of `x`
+    ("x.add_(1)", False),
+])
+def test_an_in_place_op_is_free_of_side_effects_only_on_a_tensor_the_expression_made(
+        code: str, alone: bool):
+    """What a port may compute on both sides of a branch: an in-place op on a new tensor
+    changes nothing outside the expression; on a view, on `out=` or on a name it does."""
+    from cslint.port.rewrite import _side_effect_free
+
+    assert _side_effect_free(ast.parse(code, mode="eval").body, on_new_tensors=True) is alone

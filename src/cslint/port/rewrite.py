@@ -4010,6 +4010,8 @@ def _made_here(node: ast.expr) -> bool:
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
         return False
     attribute = node.func.attr
+    if any(keyword.arg == "out" for keyword in node.keywords):
+        return False  # (`torch.add(a, b, out=c)` gives `c`)
     if attribute in _ALLOCATING or attribute in _OUT_OF_PLACE:
         return True
     if isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
