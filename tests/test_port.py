@@ -2351,3 +2351,44 @@ def test_an_in_place_op_is_free_of_side_effects_only_on_a_tensor_the_expression_
     from cslint.port.rewrite import _side_effect_free
 
     assert _side_effect_free(ast.parse(code, mode="eval").body, on_new_tensors=True) is alone
+
+
+MAYBE_A_NUMBER = '''\
+import torch
+
+
+class NoiseScaled(torch.optim.Optimizer):
+    """SGD-SaI's gradient signal-to-noise ratio, every step: the deviation is a tensor for
+    a matrix and the number 0 for a vector."""
+
+    def __init__(self, params, lr=0.01, eps=1e-8):
+        super().__init__(params, dict(lr=lr, eps=eps))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad
+                sigma = grad.std() if grad.ndim > 1 else 0
+                norm = grad.norm()
+                scale = norm / (sigma + group["eps"]) if sigma != 0.0 else norm
+                p.add_(grad, alpha=-group["lr"] / scale)
+'''
+
+
+def test_a_test_of_a_name_that_may_hold_a_number_is_made_a_tensor(tmp_path: Path):
+    """`a if s != 0.0 else b`, where `s` is a tensor on one path and the number 0 on
+    another: torch.where is given `torch.as_tensor(s != 0.0)` (a Python bool fails there),
+    and the port runs equal to the original on 1-D and 2-D parameters."""
+    from cslint.port.verify import verify_port
+
+    path = tmp_path / "noise_scaled.py"
+    path.write_text(MAYBE_A_NUMBER)
+    ported = port_file(str(path), Config())
+    assert "torch.where(torch.as_tensor(sigma != 0.0), " in ported.ported.decode()
+    [found] = ported.classes
+    assert found.ported, found.remaining
+    verified = verify_port(str(path), ported.ported, ["NoiseScaled"], steps=8)["NoiseScaled"]
+    assert (verified.numbers_equal, verified.strict_clean) == (True, True), verified

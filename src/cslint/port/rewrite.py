@@ -1754,7 +1754,8 @@ class _Rewriter:
             return combined
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             return f"{self.torch}.logical_not({self._logical(test.operand, tensor_tests)})"
-        if isinstance(test, ast.Compare) and _has_tensor_operand(test, tensor_tests):
+        if isinstance(test, ast.Compare) and _has_tensor_operand(test, tensor_tests) and \
+                not _may_hold_a_number(test, self._function_of(test)):
             return self.code(test)
         return f"{self.torch}.as_tensor({self.code(test)})"
 
@@ -3792,6 +3793,30 @@ def _tests_shared_key_absent(test: ast.expr, key: str) -> bool:
             and isinstance(left.args[0], ast.Constant) and left.args[0].value == key:
         return True
     return False
+
+
+def _may_hold_a_number(test: ast.Compare, function: ast.AST | None) -> bool:
+    """Whether a name the comparison reads is bound, somewhere in the function, to a
+    number or to a choice with a number on one side (`sigma = g.std() if g.ndim > 1
+    else 0`): then the comparison may give a Python bool, which torch.where and the
+    logical ops do not take."""
+    if function is None:
+        return False
+    names = {n.id for n in [test.left, *test.comparators] if isinstance(n, ast.Name)}
+    if not names:
+        return False
+
+    def numeric(value: ast.expr | None) -> bool:
+        if isinstance(value, ast.IfExp):
+            return numeric(value.body) or numeric(value.orelse)
+        return isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) \
+            and not isinstance(value.value, bool)
+
+    return any(numeric(node.value) for node in ast.walk(function)
+               if isinstance(node, (ast.Assign, ast.AnnAssign))
+               and any(isinstance(t, ast.Name) and t.id in names
+                       for t in (node.targets if isinstance(node, ast.Assign)
+                                 else [node.target])))
 
 
 def _is_none(node: ast.expr) -> bool:
