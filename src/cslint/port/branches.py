@@ -282,7 +282,7 @@ class _Scan:
                     return None
                 if receiver == "place" and not changed:
                     changed.append((node, "tensor"))
-            elif method in _ALLOCATING_METHODS:
+            elif method in ALLOCATING_METHODS:
                 receiver = "new"
             else:
                 receiver = "view"  # a method that may give its receiver or a view of it
@@ -337,7 +337,7 @@ class _Scan:
             name = dotted.rsplit(".", 1)[-1]
             return name not in TORCH_VIEWS and not is_in_place(name)
         if isinstance(func, ast.Attribute):
-            if func.attr in _ALLOCATING_METHODS:
+            if func.attr in ALLOCATING_METHODS:
                 return True
             if is_in_place(func.attr) and not func.attr.startswith("_"):
                 return self._fresh(func.value, fresh)  # `x.sqrt().add_(e)`: still new
@@ -351,7 +351,7 @@ ALLOCATING = frozenset({
     "reciprocal", "sqrt", "rsqrt", "clone", "add", "sub", "mul", "div", "abs", "exp", "log",
     "neg", "pow", "square", "sign", "sigmoid", "tanh", "lerp", "addcmul", "addcdiv",
     "clamp", "maximum", "minimum", "norm", "sum", "mean"})
-_ALLOCATING_METHODS = ALLOCATING | frozenset({
+ALLOCATING_METHODS = ALLOCATING | frozenset({
     "clamp_min", "clamp_max", "true_divide", "mm", "matmul", "bmm", "outer", "max", "min",
     "amax", "amin", "std", "var", "sgn", "relu", "softmax", "log_softmax", "exp2", "log2",
     "log1p", "expm1", "cos", "sin", "atan", "atan2", "hypot", "floor", "ceil", "round",

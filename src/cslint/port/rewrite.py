@@ -48,7 +48,7 @@ from cslint.engine import LintResult, lint
 from cslint.fixes.apply import CSTORCH_IMPORT, Edit, _parses, cstorch_import_edit, encoded, \
     fix_findings
 from cslint.fixes.syntax import CallIndex
-from cslint.port.branches import ALLOCATING as _ALLOCATING, TORCH_VIEWS, Helpers, \
+from cslint.port.branches import ALLOCATING_METHODS, TORCH_VIEWS, Helpers, \
     bound_to_none_before, fresh_names
 from cslint.semantic.module_index import dict_entries, dotted_name, entry_aliases
 from cslint.semantic.torch_api import OPTIM_HELPERS_READING_VALUE
@@ -3116,12 +3116,15 @@ _LIKE, _ZERO_DIM, _NUMBER = "like", "0-dim", "number"
 _SCALARS, _VECTOR = "0-dim each", "vector"
 # Reductions of a whole tensor to a 0-dim one of its dtype: methods given no argument,
 # functions of torch given the tensor alone.
-_FULL_REDUCTIONS = frozenset({"sum", "mean", "norm", "amax", "amin", "max", "min", "prod"})
+_FULL_REDUCTIONS = frozenset({"sum", "mean", "norm", "amax", "amin", "max", "min", "prod",
+                              "std", "var"})
 # Elementwise ops that keep the shape and dtype of the tensors they are given, with
 # numbers as their other arguments (`clamp(0, c)`) or keywords (`clamp(min=0)`).
 _SHAPE_KEEPING = frozenset({"clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max",
-                            "clamp_max_", "reciprocal", "reciprocal_", "exp", "log", "rsqrt"})
-_NUMBER_KEYWORDS = frozenset({"alpha", "value", "min", "max", "weight"})
+                            "clamp_max_", "reciprocal", "reciprocal_", "exp", "log", "rsqrt",
+                            "nan_to_num", "nan_to_num_"})
+_NUMBER_KEYWORDS = frozenset({"alpha", "value", "min", "max", "weight", "nan", "posinf",
+                              "neginf"})
 
 
 class _Shapes:
@@ -3163,6 +3166,10 @@ class _Shapes:
             return self.of(node.operand)
         if isinstance(node, ast.BinOp):
             return self._broadcast([node.left, node.right])
+        if isinstance(node, ast.IfExp) and _side_effect_free(node.test):
+            # (`g.std() if g.ndim > 1 else 0`: a 0-dim tensor or a number, which
+            # arithmetic with tensors broadcasts alike.)
+            return self._broadcast([node.body, node.orelse])
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)) or any(
                 keyword.arg not in _NUMBER_KEYWORDS or self.of(keyword.value) != _NUMBER
                 for keyword in node.keywords):
@@ -3226,6 +3233,11 @@ class _Shapes:
             parts = node.args
         elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
             parts = [node.left, node.right]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "as_tensor" and len(node.args) == 1 \
+                and not node.keywords and isinstance(node.func.value, ast.Name) \
+                and node.func.value.id == "torch":
+            parts = node.args  # (a test that may give a Python bool, as a tensor)
         else:
             return None
         shapes = {self._condition(a) for a in parts}
@@ -4037,7 +4049,7 @@ def _made_here(node: ast.expr) -> bool:
     attribute = node.func.attr
     if any(keyword.arg == "out" for keyword in node.keywords):
         return False  # (`torch.add(a, b, out=c)` gives `c`)
-    if attribute in _ALLOCATING or attribute in _OUT_OF_PLACE:
+    if attribute in ALLOCATING_METHODS or attribute in _OUT_OF_PLACE:
         return True
     if isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
         # A function of torch makes its result (`torch.stack(norms)`), but for the views
