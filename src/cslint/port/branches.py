@@ -344,14 +344,11 @@ class _Scan:
         return False
 
 
-# Tensor methods whose result is a new tensor (never their receiver or a view of it):
-# the arithmetic the port's selections compute out of place, and, for telling what a
-# branch makes itself, the other ops that allocate.
-ALLOCATING = frozenset({
+# Tensor methods whose result is a new tensor (never their receiver or a view of it).
+ALLOCATING_METHODS = frozenset({
     "reciprocal", "sqrt", "rsqrt", "clone", "add", "sub", "mul", "div", "abs", "exp", "log",
     "neg", "pow", "square", "sign", "sigmoid", "tanh", "lerp", "addcmul", "addcdiv",
-    "clamp", "maximum", "minimum", "norm", "sum", "mean"})
-ALLOCATING_METHODS = ALLOCATING | frozenset({
+    "clamp", "maximum", "minimum", "norm", "sum", "mean",
     "clamp_min", "clamp_max", "true_divide", "mm", "matmul", "bmm", "outer", "max", "min",
     "amax", "amin", "std", "var", "sgn", "relu", "softmax", "log_softmax", "exp2", "log2",
     "log1p", "expm1", "cos", "sin", "atan", "atan2", "hypot", "floor", "ceil", "round",
@@ -421,18 +418,17 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
     for name in live:
         if name in taken.maybe or name in other.maybe:
             return None
-        if not (name in taken.bound and name in other.bound) and \
-                not _bound_before(function, name, statement):
-            return None
-        if not (name in taken.bound and name in other.bound) and \
-                bound_to_none_before(function, name, statement):
-            # torch.where cannot keep a None (`de_nom = None` above, set where the test
-            # holds): where nothing asks whether it is None, code that reads it reads it
-            # where the test held (it would fail on None elsewhere), and the other
-            # elements may hold anything: ones. Else the `if` stays.
-            if name in other.bound or _tested_for_none(function, name):
+        if not (name in taken.bound and name in other.bound):
+            if not _bound_before(function, name, statement):
                 return None
-            none_before.add(name)
+            if bound_to_none_before(function, name, statement):
+                # torch.where cannot keep a None (`de_nom = None` above, set where the
+                # test holds): where nothing asks whether it is None, code that reads it
+                # reads it where the test held (it would fail on None elsewhere), and the
+                # other elements may hold anything: ones. Else the `if` stays.
+                if name in other.bound or _tested_for_none(function, name):
+                    return None
+                none_before.add(name)
         if changed_in_place(function, name):
             return None  # a selected copy would no longer alias what it named
     name_kinds: dict[str, str] = {}
@@ -653,12 +649,17 @@ def _read_after(function: ast.AST, statement: ast.If, name: str) -> bool:
     return any(id(n) in in_loops for n in loads)
 
 
+def assignments_to(function: ast.AST, names: set[str]) -> list[ast.Assign | ast.AnnAssign]:
+    """The assignments in `function` that bind one of `names` (`x = v`, `x: T = v`)."""
+    return [n for n in ast.walk(function)
+            if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None
+            and any(isinstance(t, ast.Name) and t.id in names
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+
+
 def bound_to_none_before(function: ast.AST, name: str, statement: ast.stmt) -> bool:
     """Whether the last assignment to `name` on a line above `statement` binds None."""
-    bindings = [n for n in ast.walk(function)
-                if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.lineno < statement.lineno
-                and any(isinstance(t, ast.Name) and t.id == name
-                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+    bindings = [n for n in assignments_to(function, {name}) if n.lineno < statement.lineno]
     if not bindings:
         return False
     last = max(bindings, key=lambda n: (n.lineno, n.col_offset))

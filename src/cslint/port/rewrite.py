@@ -49,7 +49,7 @@ from cslint.fixes.apply import CSTORCH_IMPORT, Edit, _parses, cstorch_import_edi
     fix_findings
 from cslint.fixes.syntax import CallIndex
 from cslint.port.branches import ALLOCATING_METHODS, TORCH_VIEWS, Helpers, \
-    bound_to_none_before, fresh_names
+    assignments_to, bound_to_none_before, fresh_names
 from cslint.semantic.module_index import dict_entries, dotted_name, entry_aliases
 from cslint.semantic.torch_api import OPTIM_HELPERS_READING_VALUE
 from cslint.source import SourceFile
@@ -3227,17 +3227,14 @@ class _Shapes:
         (b != 0)`)."""
         if isinstance(node, ast.Compare):
             return self._broadcast([node.left, *node.comparators])
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in ("logical_or", "logical_and") and not node.keywords \
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
+        called = dotted_name(node.func) \
+            if isinstance(node, ast.Call) and not node.keywords else None
+        # (`torch.as_tensor(t)`: a test that may give a Python bool, as a tensor.)
+        if called in ("torch.logical_or", "torch.logical_and") or \
+                called == "torch.as_tensor" and len(node.args) == 1:
             parts = node.args
         elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
             parts = [node.left, node.right]
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr == "as_tensor" and len(node.args) == 1 \
-                and not node.keywords and isinstance(node.func.value, ast.Name) \
-                and node.func.value.id == "torch":
-            parts = node.args  # (a test that may give a Python bool, as a tensor)
         else:
             return None
         shapes = {self._condition(a) for a in parts}
@@ -3824,11 +3821,7 @@ def _may_hold_a_number(test: ast.Compare, function: ast.AST | None) -> bool:
         return isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) \
             and not isinstance(value.value, bool)
 
-    return any(numeric(node.value) for node in ast.walk(function)
-               if isinstance(node, (ast.Assign, ast.AnnAssign))
-               and any(isinstance(t, ast.Name) and t.id in names
-                       for t in (node.targets if isinstance(node, ast.Assign)
-                                 else [node.target])))
+    return any(numeric(node.value) for node in assignments_to(function, names))
 
 
 def _is_none(node: ast.expr) -> bool:

@@ -423,6 +423,7 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
     step_port = cstorch.trace(ported.step)
     codes: set[str] = set()
     apart_since = None  # the step after which the numbers differ, and do to the end
+    apart = ""  # where they differ most after the latest step
     for number in range(steps):
         grads = [torch.randn(t.shape, generator=generator) for t in start]
         for param, grad in zip(original_params, grads):
@@ -450,17 +451,17 @@ def _run_pair(original_cls, ported_cls, options: dict, steps: int, torch,
             return {"problem": f"the port's step fails with {what}: {_one_line(error)}"}
         if scheduler is not None:
             scheduler.step()
-        if not _apart(ported_params, original_params, torch):
+        apart = _apart(ported_params, original_params, torch)
+        if not apart:
             apart_since = None
         elif apart_since is None:
             apart_since = number + 1
-    # The verdict is the last step's; the step they parted for good says whether a
-    # rewrite changed the update (from step 1) or rounding grew (late).
+    # The verdict is the last step's; the step they parted for good tells a changed update
+    # or rounding the optimizer amplifies (from step 1) from rounding that grew (late).
     if apart_since is None:
         return {"numbers_equal": True, "strict_clean": True, "codes": []}
     return {"numbers_equal": False, "strict_clean": True, "codes": [],
-            "difference": f"numbers differ with {what} from step {apart_since}: "
-                          + _apart(ported_params, original_params, torch)}
+            "difference": f"numbers differ with {what} from step {apart_since}: {apart}"}
 
 
 def _apart(ported_params: list, original_params: list, torch) -> str:
