@@ -133,10 +133,14 @@ class TensorValueAnalysis:
         return function.key in self._walked
 
     def run(self) -> None:
-        for entry in self.entry_points.find():
-            # Between entry points nothing walks a tree: the definitions parsed alone
-            # may go (transformers' forwards alone are about 770 MB of trees).
+        # Between entry points (and while they are found) nothing walks a tree: the
+        # definitions parsed alone may go (transformers' forwards alone are about 770 MB
+        # of trees).
+        def let_go() -> None:
             let_go_of_definitions_parsed_alone(DEFINITIONS_HELD_WHILE_WALKING)
+
+        for entry in self.entry_points.find(let_go):
+            let_go()
             try:
                 self.summary(entry.function, entry.ref, entry.bindings, entry.closure)
             except RecursionError:
