@@ -116,12 +116,10 @@ class ProjectIndex:
         self._global_step_by_init: dict[int, bool] = {}
         self._kinds: dict[int, ClassKinds] = {}
         # By version, then by class: every name the MRO resolves, and what others get.
-        # Each table is layers of names (nearest first; see `_table_with`).
-        self._method_tables: dict[Version | None, dict[int, tuple[
-            tuple[dict[str, MethodLookup], ...], MethodLookup | None]]] = {}
+        # Each table is layers of names, nearest first (see `_table_with`).
+        self._method_tables: dict[Version | None, dict[int, _MethodTable]] = {}
         # By class, version and the class after which super() looks.
-        self._tables_after: dict[tuple, tuple[tuple[dict[str, MethodLookup], ...],
-                                              MethodLookup | None]] = {}
+        self._tables_after: dict[tuple, _MethodTable] = {}
         self._entry_methods: dict[tuple[int, Version | None], dict[str, MethodLookup]] = {}
         # What each module's names resolved into: by id of the module a name was written
         # in (None: a name given whole), the modules whose indexes the resolution read
@@ -529,7 +527,7 @@ class ProjectIndex:
     def _method_table(self, ref: ClassRef, version: Version | None, after: ClassRef | None
                       ) -> _MethodTable:
         """Every name the MRO (after `after`) resolves, and what other names get: one
-        table per class, merged from each entry's own table (analyses ask for every
+        table per class, built from each entry's own names (analyses ask for every
         method of every class)."""
         if after is None:
             return self.along_mro(ref, self._method_tables.setdefault(version, {}),
