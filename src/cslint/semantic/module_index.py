@@ -61,7 +61,7 @@ def entry_aliases(function: ast.AST) -> dict[str, tuple[str, str]]:
     (`group`, "k")) and binds nowhere else: the entry under another name."""
     bindings: dict[str, int] = {}
     found: dict[str, tuple[str, str]] = {}
-    for node in ast.walk(function):
+    for node in nodes_under(function):
         if node.__class__ is ast.Name and node.ctx.__class__ is not ast.Load:
             bindings[node.id] = bindings.get(node.id, 0) + 1
         elif node.__class__ is ast.Assign and len(node.targets) == 1 \
@@ -248,6 +248,27 @@ class FunctionInfo:
                 found.add(node.name)
             elif kind in (ast.Import, ast.ImportFrom):
                 found.update((a.asname or a.name).split(".")[0] for a in node.names)
+        return frozenset(found)
+
+    @cached_property
+    def entry_aliases(self) -> dict[str, tuple[str, str]]:
+        """`entry_aliases` of the function, computed once (step counters ask per key)."""
+        return entry_aliases(self.node)
+
+    @cached_property
+    def named_keys(self) -> frozenset:
+        """The constants it stores under (`d[key] = v`) or builds a dict with (`{key: v}`,
+        `dict(key=v)`)."""
+        found = set()
+        for node in nodes_under(self.node):
+            kind = node.__class__
+            if kind is ast.Subscript:
+                if node.ctx.__class__ is ast.Store and node.slice.__class__ is ast.Constant:
+                    found.add(node.slice.value)
+            elif kind is ast.Dict:
+                found.update(k.value for k in node.keys if k.__class__ is ast.Constant)
+            elif kind is ast.keyword and node.arg is not None:
+                found.add(node.arg)
         return frozenset(found)
 
     @cached_property

@@ -22,7 +22,7 @@ from enum import Enum
 from typing import Callable, Iterable, Iterator
 
 from cslint.semantic.module_index import (
-    BLOCK_FIELDS, FunctionInfo, ModuleIndex, dict_entries, dotted_name, entry_aliases,
+    BLOCK_FIELDS, FunctionInfo, ModuleIndex, dict_entries, dotted_name,
     nodes_under,
 )
 from cslint.semantic.project import ProjectIndex
@@ -515,7 +515,7 @@ def _entry_subject(names: set[str], key: str, aliases: frozenset[str] = frozense
 def _entry_aliases(method: FunctionInfo, names: set[str], key: str) -> frozenset[str]:
     """The local names `method` binds to `<dict>[key]` alone (`k = group["k"]`) and binds
     nowhere else, for a dict of `names`."""
-    return frozenset(name for name, (container, entry) in entry_aliases(method.node).items()
+    return frozenset(name for name, (container, entry) in method.entry_aliases.items()
                      if container in names and entry == key)
 
 

@@ -147,7 +147,7 @@ class ClassAttributes:
                 continue
             for method in entry.info.methods.values():
                 if method is not function and method.mentions(key) \
-                        and _names_the_key(method.node, key):
+                        and key in method.named_keys:
                     return True
         return False
 
@@ -590,19 +590,3 @@ def _setup_tensor_keys(project: ProjectIndex, module: ModuleIndex, method: Funct
             if dotted and project.qualified_name(module, dotted) in TENSOR_FACTORIES:
                 into.add(target.slice.value)
     return group_keys, shared_keys
-
-
-def _names_the_key(function: ast.AST, key: str) -> bool:
-    """Whether `function` stores under the constant `key` (`d[key] = v`) or builds a
-    dict with it (`dict(key=v)`, `{key: v}`)."""
-    for node in ast.walk(function):
-        kind = node.__class__
-        if kind is ast.Subscript and node.ctx.__class__ is ast.Store \
-                and isinstance(node.slice, ast.Constant) and node.slice.value == key:
-            return True
-        if kind is ast.Dict and any(isinstance(k, ast.Constant) and k.value == key
-                                    for k in node.keys):
-            return True
-        if kind is ast.keyword and node.arg == key:
-            return True
-    return False
