@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from cslint.semantic.module_index import FunctionInfo, ModuleIndex, dotted_name, source_snippet
 from cslint.semantic.project import ClassRef, ProjectIndex
@@ -40,25 +40,26 @@ class EntryPoints:
         self.trace_decorators = TRACE_DECORATORS | set(config.traced_decorators)
         self.traced_functions = set(config.traced_functions)
 
-    def find(self, between: Callable[[], None] = lambda: None) -> list[Entry]:
-        """Every traced entry point, with the values its arguments hold. `between` runs
-        before each class and module is looked at, when nothing walks a tree (the
-        analysis lets the definitions parsed so far go there: the evidence for the
-        arguments of transformers' forwards parsed 650 MB of them)."""
+    def find(self, between: Callable[[], None] = lambda: None) -> Iterator[Entry]:
+        """Every traced entry point, with the values its arguments hold, as it is found:
+        the caller walks it while the definitions the evidence for its arguments parsed
+        are still held (found all first, transformers' forwards were parsed twice).
+        `between` runs before each class and module is looked at, when nothing walks a
+        tree (the analysis lets the definitions parsed so far go there: the evidence
+        for the arguments of transformers' forwards parsed 650 MB of them)."""
         project = self.project
-        result: list[Entry] = []
         for ref, kinds in project.classified_classes:
             if project.is_machinery(ref):
                 continue
             between()
             if kinds.optimizer:
-                self._method_entry(result, ref, "step", Marker("optimizer_self", ref))
+                yield from self._method_entry(ref, "step", Marker("optimizer_self", ref))
             if kinds.cstorch_scheduler:
                 for name in SCHEDULER_TRACED_METHODS:
-                    self._method_entry(result, ref, name, Marker("scheduler_self", ref))
+                    yield from self._method_entry(ref, name, Marker("scheduler_self", ref))
             if kinds.nn_module:
-                self._method_entry(result, ref, "forward", Marker("module_self", ref),
-                                   with_inputs=True)
+                yield from self._method_entry(ref, "forward", Marker("module_self", ref),
+                                              with_inputs=True)
         for module in project.primary_modules:
             between()
             candidates = [(f, None) for f in module.functions.values()]
@@ -69,11 +70,10 @@ class EntryPoints:
                 if self._is_trace_entry(function):
                     closure = self._enclosing_values(module, enclosing)
                     bindings = self.input_bindings(function, None, closure)
-                    result.append(Entry(function, None, bindings, f"{function.name}()", closure))
-        return result
+                    yield Entry(function, None, bindings, f"{function.name}()", closure)
 
-    def _method_entry(self, result: list[Entry], ref: ClassRef, name: str, self_value: Marker,
-                      with_inputs: bool = False) -> None:
+    def _method_entry(self, ref: ClassRef, name: str, self_value: Marker,
+                      with_inputs: bool = False) -> Iterator[Entry]:
         found = self.project.find_method(ref, name)
         if found is None or found.function is None or found.abstract:
             return
@@ -84,7 +84,7 @@ class EntryPoints:
             bindings = (self_value, *self.input_bindings(function, ref)[1:])
         else:
             bindings = (self_value,)
-        result.append(Entry(function, ref, bindings, f"{ref.short_name}.{name}()"))
+        yield Entry(function, ref, bindings, f"{ref.short_name}.{name}()")
 
     def _decorators(self, function: FunctionInfo) -> set[str]:
         names = set()
