@@ -16,6 +16,7 @@ from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from itertools import accumulate
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -407,7 +408,10 @@ class ModuleIndex:
             # Where each line starts, as Python numbers lines (4 bytes a line, not a
             # string: a large project's lines would cost 100 MB).
             starts = self._line_starts = array("I", [0])
-            starts.extend(match.end() for match in PYTHON_LINE_BREAK.finditer(text))
+            if "\r" in text:
+                starts.extend(match.end() for match in PYTHON_LINE_BREAK.finditer(text))
+            else:  # (most texts: the lengths of the lines add up in C, 5x faster)
+                starts.extend(accumulate(map((1).__add__, map(len, text.split("\n")[:-1]))))
         start = starts[first - 1] if first - 1 < len(starts) else len(text)
         end = starts[last] if last is not None and last < len(starts) else len(text)
         return text[start:end]
