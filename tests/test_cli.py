@@ -537,7 +537,7 @@ def test_readme_rule_table_is_in_sync():
 
 def test_ci_runs_the_readme_test_command():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    command = "python -m pip install 'torch==2.13.0' -e '.[test]' && python -m pytest -q"
+    command = "python -m pip install 'torch==2.13.0' -e '.[test]' && python -m pytest -q -n auto"
     assert command in readme
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert command in ci
