@@ -90,15 +90,54 @@ def test_increment_global_step_without_global_step_is_a_clear_error():
         optimizer.increment_global_step(params[0])
 
 
-def test_lr_is_a_zero_dim_device_tensor_in_strict_mode():
+def test_lr_is_a_zero_dim_device_tensor_in_strict_mode_from_the_first_step():
     optimizer = CompliantSGD(make_params(), lr=0.25)
+    # Construction keeps the number given, as the system's backend does until the run
+    # starts; the step sees a tensor, as on the system.
+    assert optimizer.param_groups[0]["lr"] == 0.25
+    run_steps(optimizer, steps=1)
     lr = optimizer.param_groups[0]["lr"]
     assert isinstance(lr, torch.Tensor) and lr.dim() == 0 and lr.dtype == torch.float32
     assert lr.item() == 0.25
     assert optimizer.defaults["lr"] == 0.25  # defaults stay as given
     with cstorch.strict(False):
         relaxed = CompliantSGD(make_params(), lr=0.25)
+        run_steps(relaxed, steps=1)
     assert relaxed.param_groups[0]["lr"] == 0.25
+
+
+class _RemembersBaseLrs(cstorch.optim.Optimizer):
+    """AdaBound's way: the lrs given, kept at construction and tested in the step."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, {"lr": lr})
+        self.base_lrs = [group["lr"] for group in self.param_groups]
+        self.test_the_step_lr = False
+
+    def preinitialize(self):
+        pass
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group, base_lr in zip(self.param_groups, self.base_lrs):
+            if self.test_the_step_lr and group["lr"] > 0.0:
+                pass
+            scale = 1.0 / base_lr if base_lr > 0.0 else 0.0
+            for p in group["params"]:
+                p.sub_(group["lr"] * scale * p.grad)
+
+
+def test_construction_sees_the_number_given_so_a_host_test_of_it_passes():
+    params = make_params()
+    optimizer = _RemembersBaseLrs(params, lr=0.1)
+    assert optimizer.base_lrs == [0.1]
+    before = [p.detach().clone() for p in params]
+    run_steps(optimizer, steps=2)
+    assert all(not torch.equal(p, b) for p, b in zip(params, before))
+    # The lr the step reads is still a device value: a test of it is CS201.
+    optimizer.test_the_step_lr = True
+    with pytest.raises(cstorch.TracedValueError, match="CS201"):
+        optimizer.step()
 
 
 def test_tags_are_normalised_to_sets():

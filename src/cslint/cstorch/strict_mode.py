@@ -35,7 +35,7 @@ class strict:  # noqa: N801 - lower case like torch.set_grad_enabled / torch.no_
     `with cstorch.strict(False): ...` turns it off for the block only.
     Strict mode covers optimizer steps, scheduler closed forms and `trace`d
     functions, and also decides whether an optimizer's lr becomes a 0-dim
-    tensor at construction.
+    tensor when its step runs.
     """
 
     def __init__(self, enabled: bool = True) -> None:

@@ -6,8 +6,10 @@ iteration. In strict mode (the default) every `step` a subclass runs (defined in
 body, inherited from a mixin, or wrapped by any decorator) runs
 with its state frozen (CS101/CS102; attributes that gain a tensor or
 containers that grow while it runs are CS101 too) and under the host-conversion guard
-(CS201-CS206), and each group's lr is a 0-dim device tensor from construction
-on, as it is on the system.
+(CS201-CS206), and each group's lr is a 0-dim device tensor from the first step
+on, as it is on the system (its backend makes the param groups' numbers tensors when
+the run starts, after `__init__` and `preinitialize()`, and a scheduler writes the lr
+just before each step).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.hooks import RemovableHandle
 from torch.utils.weak import WeakIdKeyDictionary
 
@@ -79,6 +82,7 @@ def _guard_step(step: Callable, owner: str) -> Callable:
         if not strict_mode.is_strict():
             return step(self, *args, **kwargs)
         args, kwargs = _loss_closure_on_host(args, kwargs)
+        self.lr_as_device_tensors()
         mark_optimizer_values(self, self.scheduled_keys())
         if not _swappable(type(self)):
             return _checked_after(self, step, owner, args, kwargs)
@@ -240,20 +244,30 @@ class Optimizer(torch.optim.Optimizer, ABC):
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         super().add_param_group(param_group)
-        group = self.param_groups[-1]
-        _normalize_tags(group)
+        _normalize_tags(self.param_groups[-1])
+
+    def lr_as_device_tensors(self) -> None:
+        """In strict mode, each group's lr a 0-dim tensor on its parameters' device, as
+        the system makes it before the step runs (a step, the graph check and a
+        `trace`d function call this first)."""
         if strict_mode.is_strict():
-            self._lr_as_device_tensor(group)
+            for group in self.param_groups:
+                self._lr_as_device_tensor(group)
 
     @staticmethod
     def _lr_as_device_tensor(group: dict) -> None:
-        # On the system the lr is a tensor computed from the global step, so
-        # code that treats it as a Python number must fail here too.
+        # In the step the lr is a tensor on the system (the scheduler computes it
+        # from the global step just before), so step code that treats it as a Python
+        # number must fail here too. Not before: `__init__` and `preinitialize()` see
+        # the number given, as on the system (`self.base_lrs = [g["lr"] ...]`).
         lr = group.get("lr")
         if isinstance(lr, (int, float)) and not isinstance(lr, bool):
             params = group["params"]
             device = params[0].device if params else None
-            group["lr"] = torch.tensor(float(lr), dtype=torch.float32, device=device)
+            # Made outside the modes that watch the step (the graph check records its
+            # ops): the system makes it before the step runs.
+            with _disable_current_modes():
+                group["lr"] = torch.tensor(float(lr), dtype=torch.float32, device=device)
         if isinstance(group.get("lr"), torch.Tensor):
             mark(group["lr"], scheduled_origin("lr"))
 
