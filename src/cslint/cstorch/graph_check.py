@@ -252,8 +252,8 @@ class _RoleNamer:
     def _name_optimizer(self, label: str, optimizer: torch.optim.Optimizer) -> None:
         # A cstorch optimizer's lr becomes a tensor before its first step: named with
         # the group's other tensors, it is the same tensor in every step's record.
-        if hasattr(optimizer, "lr_as_device_tensors"):
-            optimizer.lr_as_device_tensors()
+        if hasattr(optimizer, "_lrs_as_device_tensors"):
+            optimizer._lrs_as_device_tensors()
         prefix = f"{label}." if label else ""
         index = 0
         for group_index, group in enumerate(optimizer.param_groups):

@@ -54,7 +54,7 @@ def mark_trace_inputs(function_name: str, values, _depth: int = 0) -> None:
         elif isinstance(value, torch.optim.Optimizer):
             # Only a cstorch optimizer has schedulers attached.
             if isinstance(value, Optimizer):
-                value.lr_as_device_tensors()
+                value._lrs_as_device_tensors()
                 mark_optimizer_values(value, value.scheduled_keys())
             else:
                 mark_optimizer_values(value)

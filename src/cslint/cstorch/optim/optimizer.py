@@ -82,7 +82,7 @@ def _guard_step(step: Callable, owner: str) -> Callable:
         if not strict_mode.is_strict():
             return step(self, *args, **kwargs)
         args, kwargs = _loss_closure_on_host(args, kwargs)
-        self.lr_as_device_tensors()
+        self._lrs_as_device_tensors()
         mark_optimizer_values(self, self.scheduled_keys())
         if not _swappable(type(self)):
             return _checked_after(self, step, owner, args, kwargs)
@@ -246,16 +246,16 @@ class Optimizer(torch.optim.Optimizer, ABC):
         super().add_param_group(param_group)
         _normalize_tags(self.param_groups[-1])
 
-    def lr_as_device_tensors(self) -> None:
+    def _lrs_as_device_tensors(self) -> None:
         """In strict mode, each group's lr a 0-dim tensor on its parameters' device, as
         the system makes it before the step runs (a step, the graph check and a
         `trace`d function call this first)."""
         if strict_mode.is_strict():
             for group in self.param_groups:
-                self._lr_as_device_tensor(group)
+                self._group_lr_as_device_tensor(group)
 
     @staticmethod
-    def _lr_as_device_tensor(group: dict) -> None:
+    def _group_lr_as_device_tensor(group: dict) -> None:
         # In the step the lr is a tensor on the system (the scheduler computes it
         # from the global step just before), so step code that treats it as a Python
         # number must fail here too. Not before: `__init__` and `preinitialize()` see
@@ -387,7 +387,7 @@ class Optimizer(torch.optim.Optimizer, ABC):
         for group in self.param_groups:
             _normalize_tags(group)
             if strict_mode.is_strict():
-                self._lr_as_device_tensor(group)
+                self._group_lr_as_device_tensor(group)
 
     def _check_checkpoint_groups(self, state_dict: Any) -> None:
         name = type(self).__name__
