@@ -104,7 +104,7 @@ def _own_cstorch_optimizers(context: ModuleContext) -> Iterable[ClassRef]:
     project = context.project
     for info in context.module.classes.values():
         ref = project.ref_for_info(info)
-        if info.declares_abstract or project.is_machinery(ref):
+        if project.is_machinery(ref) or project.is_abstract(ref):
             continue
         if project.kinds(ref).cstorch_optimizer:
             yield ref

@@ -60,6 +60,9 @@ class MethodLookup:
     abstract: bool
 
 
+# The methods a cstorch optimizer defines for the system (CS103, CS106).
+_OPTIMIZER_METHODS = frozenset({"preinitialize", "step", "state_names_to_sparsify"})
+
 # A method that may come from a class we cannot see (a third-party base).
 UNKNOWN_METHOD = MethodLookup(ClassRef("<unknown>"), None, False)
 
@@ -118,6 +121,7 @@ class ProjectIndex:
         # By version, then by class: every name the MRO resolves, and what others get.
         # Each table is layers of names, nearest first (see `_table_with`).
         self._method_tables: dict[Version | None, dict[int, _MethodTable]] = {}
+        self._open_abstract: dict[int, tuple[ClassRef, frozenset[str]]] = {}
         # By class, version and the class after which super() looks.
         self._tables_after: dict[tuple, _MethodTable] = {}
         self._entry_methods: dict[tuple[int, Version | None], dict[str, MethodLookup]] = {}
@@ -345,6 +349,48 @@ class ProjectIndex:
 
     def is_machinery(self, ref: ClassRef) -> bool:
         return self.machinery_root(ref) is not None
+
+    def is_abstract(self, ref: ClassRef) -> bool:
+        """Whether the class declares an `@abstractmethod`, or leaves one of a base of
+        the project abstract along its MRO (Python will not instantiate it either:
+        `MuonBase(BaseOptimizer)` leaving `init_group`). The optimizer's own methods
+        (`preinitialize`, `step`, `state_names_to_sparsify`), abstract in the official
+        base or declared so again in a base of yours, are left out: a subclass lacking
+        one is what CS103 and CS106 report."""
+        if ref.info is not None and ref.info.declares_abstract:
+            return True
+        return bool(self._open_abstract_methods(ref) - _OPTIMIZER_METHODS)
+
+    def _open_abstract_methods(self, ref: ClassRef) -> frozenset[str]:
+        """The names of the project's abstract methods `ref` leaves abstract, each class
+        once from its bases' (a chain of 10,000 classes is one pass, no recursion)."""
+        found = self._open_abstract
+        if id(ref) in found:
+            return found[id(ref)][1]
+        stack, on_stack = [ref], {id(ref)}
+        while stack:
+            top = stack[-1]
+            # (A base met again on the way up is a cycle of malformed code: it gives none.)
+            pending = [base for base in self.bases(top)
+                       if id(base) not in found and id(base) not in on_stack]
+            if pending:
+                stack.extend(pending)
+                on_stack.update(id(base) for base in pending)
+                continue
+            stack.pop()
+            on_stack.discard(id(top))
+            names: set[str] = set()
+            if top.info is not None and top.official is None and not self.is_machinery(top):
+                names.update(name for name, method in top.info.methods.items()
+                             if method.is_abstract)
+            for base in self.bases(top):
+                if id(base) in found:
+                    names |= found[id(base)][1]
+            still = frozenset(name for name in names
+                              if (lookup := self.find_method(top, name)) is not None
+                              and lookup.abstract)
+            found[id(top)] = (top, still)  # (the ref kept: its id stays its own)
+        return found[id(ref)][1]
 
     def bases(self, ref: ClassRef) -> list[ClassRef]:
         return [base for _, base in self._numbered_bases(ref)]

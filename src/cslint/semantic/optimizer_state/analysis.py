@@ -87,7 +87,7 @@ class OptimizerStateAnalysis:
         return result
 
     def _instantiable(self, ref: ClassRef, cstorch: bool) -> bool:
-        if ref.info is not None and ref.info.declares_abstract:
+        if self.project.is_abstract(ref):
             return False
         if not cstorch:
             return True
