@@ -367,18 +367,22 @@ class ProjectIndex:
         found = self._open_abstract
         if id(ref) in found:
             return found[id(ref)][1]
-        stack, on_stack = [ref], {id(ref)}
+        # Depth first, each class after its bases: (class, bases pushed already).
+        stack: list[tuple[ClassRef, bool]] = [(ref, False)]
+        visiting: set[int] = set()
         while stack:
-            top = stack[-1]
-            # (A base met again on the way up is a cycle of malformed code: it gives none.)
-            pending = [base for base in self.bases(top)
-                       if id(base) not in found and id(base) not in on_stack]
-            if pending:
-                stack.extend(pending)
-                on_stack.update(id(base) for base in pending)
+            top, expanded = stack.pop()
+            if id(top) in found:
                 continue
-            stack.pop()
-            on_stack.discard(id(top))
+            if not expanded:
+                if id(top) in visiting:
+                    continue  # a cycle of malformed code: that base gives none
+                visiting.add(id(top))
+                stack.append((top, True))
+                stack.extend((base, False) for base in self.bases(top)
+                             if id(base) not in found)
+                continue
+            visiting.discard(id(top))
             names: set[str] = set()
             if top.info is not None and top.official is None and not self.is_machinery(top):
                 names.update(name for name, method in top.info.methods.items()
