@@ -105,42 +105,6 @@ def test_hierarchy_across_files_and_relative_imports(tmp_path):
                      ("base.py", 4, "CS103")}
 
 
-def test_a_base_left_abstract_by_its_own_base_is_not_a_concrete_optimizer(tmp_path):
-    """MuonBase(BaseOptimizer) in pytorch-optimizer's port: BaseOptimizer declares an
-    abstract `init_group` that MuonBase does not define, so Python cannot instantiate
-    MuonBase either; its subclass defining everything is concrete."""
-    write(tmp_path, {"opt.py": """
-        from abc import abstractmethod
-
-        import cerebras.pytorch as cstorch
-
-        class Base(cstorch.optim.Optimizer):
-            @abstractmethod
-            def init_group(self, group):
-                ...
-
-        class Shared(Base):
-            def helper(self):
-                pass
-
-        class Done(Shared):
-            def init_group(self, group):
-                pass
-
-        class Missing(Shared):
-            def init_group(self, group):
-                pass
-
-            def preinitialize(self):
-                pass
-
-            def step(self, closure=None):
-                pass
-        """})
-    # Base and Shared are abstract; Done defines init_group but neither official method.
-    assert findings(tmp_path, "opt.py") == {("opt.py", 15, "CS103")}
-
-
 def test_one_file_alone_gets_the_findings_of_a_whole_tree_run(tmp_path):
     """The helper in base.py creates state only when reached from a subclass's step in
     another file; a pre-commit run over base.py alone must still find it."""
@@ -340,6 +304,42 @@ CSTORCH_OPTIM_PACKAGE = {
                 pass
         """,
 }
+
+
+def test_a_base_left_abstract_by_its_own_base_is_not_a_concrete_optimizer(tmp_path):
+    """MuonBase(BaseOptimizer) in pytorch-optimizer's port: BaseOptimizer declares an
+    abstract `init_group` that MuonBase does not define, so Python cannot instantiate
+    MuonBase either; its subclass defining everything is concrete."""
+    write(tmp_path, {"opt.py": """
+        from abc import abstractmethod
+
+        import cerebras.pytorch as cstorch
+
+        class Base(cstorch.optim.Optimizer):
+            @abstractmethod
+            def init_group(self, group):
+                ...
+
+        class Shared(Base):
+            def helper(self):
+                pass
+
+        class Done(Shared):
+            def init_group(self, group):
+                pass
+
+        class Missing(Shared):
+            def init_group(self, group):
+                pass
+
+            def preinitialize(self):
+                pass
+
+            def step(self, closure=None):
+                pass
+        """})
+    # Base and Shared are abstract; Done defines init_group but neither official method.
+    assert findings(tmp_path, "opt.py") == {("opt.py", 15, "CS103")}
 
 
 def test_machinery_is_recognised_by_class_name_and_path(tmp_path):
