@@ -3804,11 +3804,15 @@ def _tests_shared_key_absent(test: ast.expr, key: str) -> bool:
     return False
 
 
+# The optimizer's own attributes that hold its tensors.
+_TENSOR_HOLDERS = frozenset({"state", "param_groups"})
+
+
 def _may_hold_a_number(test: ast.Compare, function: ast.AST | None) -> bool:
     """Whether a name the comparison reads is bound, somewhere in the function, to a
-    number or to a choice with a number on one side (`sigma = g.std() if g.ndim > 1
-    else 0`): then the comparison may give a Python bool, which torch.where and the
-    logical ops do not take."""
+    number, to a choice with a number on one side (`sigma = g.std() if g.ndim > 1
+    else 0`) or to what the object keeps (`self.base_lrs[i]`): then the comparison may
+    give a Python bool, which torch.where and the logical ops do not take."""
     if function is None:
         return False
     names = {n.id for n in [test.left, *test.comparators] if isinstance(n, ast.Name)}
@@ -3818,6 +3822,13 @@ def _may_hold_a_number(test: ast.Compare, function: ast.AST | None) -> bool:
     def numeric(value: ast.expr | None) -> bool:
         if isinstance(value, ast.IfExp):
             return numeric(value.body) or numeric(value.orelse)
+        if isinstance(value, ast.Subscript):
+            value = value.value
+        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) \
+                and value.value.id == "self" and value.attr not in _TENSOR_HOLDERS:
+            # What the constructor kept (`self.base_lrs[i]`, AdaBound's lrs as given):
+            # numbers on the system, where the lr is a tensor only once the step runs.
+            return True
         return isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) \
             and not isinstance(value.value, bool)
 
