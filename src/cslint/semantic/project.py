@@ -121,7 +121,7 @@ class ProjectIndex:
         # By version, then by class: every name the MRO resolves, and what others get.
         # Each table is layers of names, nearest first (see `_table_with`).
         self._method_tables: dict[Version | None, dict[int, _MethodTable]] = {}
-        self._open_abstract: dict[int, tuple[ClassRef, frozenset[str]]] = {}
+        self._open_abstract: dict[int, frozenset[str]] = {}
         # By class, version and the class after which super() looks.
         self._tables_after: dict[tuple, _MethodTable] = {}
         self._entry_methods: dict[tuple[int, Version | None], dict[str, MethodLookup]] = {}
@@ -362,39 +362,22 @@ class ProjectIndex:
         return bool(self._open_abstract_methods(ref) - _OPTIMIZER_METHODS)
 
     def _open_abstract_methods(self, ref: ClassRef) -> frozenset[str]:
-        """The names of the project's abstract methods `ref` leaves abstract, each class
-        once from its bases' (a chain of 10,000 classes is one pass, no recursion)."""
-        found = self._open_abstract
-        if id(ref) in found:
-            return found[id(ref)][1]
-        # Depth first, each class after its bases: (class, bases pushed already).
-        stack: list[tuple[ClassRef, bool]] = [(ref, False)]
-        visiting: set[int] = set()
-        while stack:
-            top, expanded = stack.pop()
-            if id(top) in found:
-                continue
-            if not expanded:
-                if id(top) in visiting:
-                    continue  # a cycle of malformed code: that base gives none
-                visiting.add(id(top))
-                stack.append((top, True))
-                stack.extend((base, False) for base in self.bases(top)
-                             if id(base) not in found)
-                continue
-            visiting.discard(id(top))
-            names: set[str] = set()
-            if top.info is not None and top.official is None and not self.is_machinery(top):
-                names.update(name for name, method in top.info.methods.items()
-                             if method.is_abstract)
-            for base in self.bases(top):
-                if id(base) in found:
-                    names |= found[id(base)][1]
-            still = frozenset(name for name in names
-                              if (lookup := self.find_method(top, name)) is not None
-                              and lookup.abstract)
-            found[id(top)] = (top, still)  # (the ref kept: its id stays its own)
-        return found[id(ref)][1]
+        """The names of the project's abstract methods `ref` leaves abstract."""
+        def declared(entry: ClassRef) -> list[str]:
+            if entry.info is None or entry.official is not None or self.is_machinery(entry):
+                return []
+            return [name for name, method in entry.info.methods.items() if method.is_abstract]
+
+        def still_abstract(owner: ClassRef, names: list[str]) -> frozenset[str]:
+            return frozenset(name for name in names
+                             if (lookup := self.find_method(owner, name)) is not None
+                             and lookup.abstract)
+
+        # (A name the base resolves to a body stays one unless the class declares it.)
+        return self.along_mro(
+            ref, self._open_abstract,
+            lambda order: still_abstract(order[0], [n for e in order for n in declared(e)]),
+            lambda entry, inherited: still_abstract(entry, [*inherited, *declared(entry)]))
 
     def bases(self, ref: ClassRef) -> list[ClassRef]:
         return [base for _, base in self._numbered_bases(ref)]
