@@ -293,7 +293,8 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
              rewriter.rebound_state_edits, rewriter.written_state_edits,
              rewriter.handed_back_edits,
              rewriter.expression_edits,
-             lambda: rewriter.sparsify_edits(config))
+             lambda: rewriter.sparsify_edits(config),
+             lambda: rewriter.unmoved_state_edits(stateless))
     for make in steps:
         edits = make()
         if not edits:
@@ -628,6 +629,28 @@ class _Rewriter:
             newline = _newline(self.text)
             method = (f"{indent}def preinitialize(self):{newline}"
                       f"{indent}{unit}pass  # no per-parameter state{newline}{newline}")
+            at = self.line_start(_first_line(step))
+            edits.append(Edit(at, at, method))
+        return edits
+
+    def unmoved_state_edits(self, classes: list[ast.ClassDef]) -> list[Edit]:
+        """A preinitialize() that says so before step() of each class whose lazily made
+        state could not move (its CS101 findings stay, listed): cstorch's is abstract, and
+        a class Python cannot instantiate would hide that the rest of the port runs with
+        the numbers unchanged. The last edit of a round: only when nothing else moves."""
+        edits = []
+        lazy = [f.location.line for f in self.coded("CS101")]
+        for owner in classes:
+            step = _methods(owner).get("step")
+            if step is None or not any(owner.lineno <= line <= owner.end_lineno
+                                       for line in lazy):
+                continue
+            indent = self.indent_of(step)
+            unit = _unit_indent(self.text, step, indent)
+            newline = _newline(self.text)
+            method = (f"{indent}def preinitialize(self):{newline}"
+                      f"{indent}{unit}pass  # step() still makes its state (CS101): move it "
+                      f"here{newline}{newline}")
             at = self.line_start(_first_line(step))
             edits.append(Edit(at, at, method))
         return edits
@@ -3585,6 +3608,9 @@ def _group_counters(r: _Rewriter, owner: ast.ClassDef
                         entry.setdefault("restarts", []).append(node)
                         continue
                 rejected.add(key)
+    # A count the defaults start (Prodigy's `'step': 1`) is in every group before the
+    # step's `if "k" not in group:` could start it: it starts at the defaults' number.
+    defaults = _defaults_entries(methods["__init__"]) if "__init__" in methods else {}
     result = {}
     for key, entry in found.items():
         starts = entry["starts"]
@@ -3592,9 +3618,14 @@ def _group_counters(r: _Rewriter, owner: ast.ClassDef
             continue
         values = {ast.literal_eval(value) if not isinstance(value, ast.Call)
                   else ast.dump(value) for _, _, value in starts}
+        start = starts[0][2]
+        if key in defaults:
+            if not _is_number(defaults[key]):
+                continue
+            values, start = {ast.literal_eval(defaults[key])}, defaults[key]
         if len(values) != 1:
             continue
-        result[entry["node"]] = (starts[0][2], [(s, g) for s, g, _ in starts]
+        result[entry["node"]] = (start, [(s, g) for s, g, _ in starts]
                                  + [(restart, None) for restart in entry.get("restarts", [])])
     return result
 
@@ -3615,6 +3646,21 @@ def _counts_in_place(node: ast.AST) -> bool:
         and isinstance(func.value.slice.value, str)
 
 
+def _defaults_entries(init: ast.FunctionDef) -> dict[str, ast.expr]:
+    """The entries of the defaults `__init__` binds to `defaults` (a dict display or
+    `dict(...)` of keywords), by key."""
+    entries: dict[str, ast.expr] = {}
+    for node in ast.walk(init):
+        if not (isinstance(node, (ast.Assign, ast.AnnAssign)) and
+                any(isinstance(t, ast.Name) and t.id == "defaults" for t in _targets(node))):
+            continue
+        found = dict_entries(node.value)
+        if found is None or isinstance(node.value, ast.Call) and node.value.args:
+            continue
+        entries.update(found)
+    return entries
+
+
 def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
                         ) -> dict[ast.expr, tuple[ast.expr, list[ast.Assign]]]:
     """The param-group keys `owner`'s defaults (a dict display or `dict(...)` bound to
@@ -3626,16 +3672,8 @@ def _group_accumulators(r: _Rewriter, owner: ast.ClassDef
     init = methods.get("__init__")
     if init is None:
         return {}
-    starts: dict[str, ast.expr] = {}
-    for node in ast.walk(init):
-        if not (isinstance(node, (ast.Assign, ast.AnnAssign)) and
-                any(isinstance(t, ast.Name) and t.id == "defaults" for t in _targets(node))):
-            continue
-        entries = dict_entries(node.value)
-        if entries is None or isinstance(node.value, ast.Call) and node.value.args:
-            continue
-        starts.update((key, start) for key, start in entries if _is_number(start)
-                      or (isinstance(start, ast.Constant) and start.value is None))
+    starts = {key: start for key, start in _defaults_entries(init).items()
+              if _is_number(start) or (isinstance(start, ast.Constant) and start.value is None)}
     # A key the defaults lack, read as `group.get("k", n)` with one number throughout
     # (pytorch-optimizer's ScheduleFreeWrapper: `group.get("weight_sum", 0.0) + weight`).
     got: dict[str, list[ast.expr]] = {}
