@@ -167,6 +167,27 @@ def test_a_group_count_the_defaults_start_starts_at_their_number(small_ports):
     assert (verified.numbers_equal, verified.strict_clean) == (True, True), verified
 
 
+def test_a_lazy_group_entry_stays_where_the_class_asks_whether_a_group_has_it(
+        tmp_path: Path):
+    """Made in preinitialize, the entry would be in every group from the start: code
+    that asks for it (`group.get("k")`, `"k" in group`) would take another path. Nor
+    does an entry made from more than constants move."""
+    source = (FIXTURES / "port" / "group_lazy_entry.in.py").read_text()
+    asked = source.replace('        gradient_sum = group["gradient_sum"]\n',
+                           '        gradient_sum = group.get("gradient_sum")\n')
+    made_from_values = source.replace(
+        'group["steps_seen"] = torch.zeros(1, dtype=torch.float32, device=device)',
+        'group["steps_seen"] = torch.tensor([0.0, 1.0], device=device)')
+    assert asked != source and made_from_values != source
+    for name, text, stays in (("asked.py", asked, '"gradient_sum" not in group'),
+                              ("values.py", made_from_values, '"steps_seen" not in group')):
+        path = tmp_path / name
+        path.write_text(text)
+        ported = port_file(str(path), Config())
+        assert stays in ported.ported.decode(), name
+        assert "CS101" in ported.classes[0].remaining, name
+
+
 def test_what_cannot_be_rewritten_stays_and_is_listed_with_its_code(tmp_path: Path):
     path = tmp_path / "clipped.py"
     path.write_text(UNPORTABLE)

@@ -290,6 +290,7 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
              lambda: rewriter.stateless_edits(stateless),
              rewriter.preinitialize_call_edits,
              rewriter.group_counter_edits, rewriter.group_accumulator_edits,
+             rewriter.lazy_group_entry_edits,
              rewriter.rebound_state_edits, rewriter.written_state_edits,
              rewriter.handed_back_edits,
              rewriter.expression_edits,
@@ -770,6 +771,95 @@ class _Rewriter:
         if setup.end_lineno < len(self.source.lines):
             at = self.line_start(setup.end_lineno + 1)
             return [Edit(at, at, text)]
+        return None
+
+    def lazy_group_entry_edits(self) -> list[Edit]:
+        """A param-group entry the step makes a tensor of constants under a check that
+        the group lacks it (D-Adaptation's `if "sk_l1" not in group: group["sk_l1"] =
+        torch.tensor([0.0], device=device)`; CS101): preinitialize makes it in every
+        group, where cstorch makes the optimizer's tensors (its `device=` goes), and the
+        check goes; an `elif` after it (Prodigy's, moving the entry to another device)
+        stays, as an `if`. Not where the class asks elsewhere whether a group has it."""
+        alias = _cstorch_name(self.tree)
+        if alias is None:
+            return []
+        guards: dict[int, tuple[ast.ClassDef, ast.If]] = {}
+        for finding in self.coded("CS101"):
+            for node in self.statements_at(finding)[:1]:
+                entry = _group_entry_made(node)
+                guard = self.parents.get(id(node))
+                owner = next((a for a in self.ancestors(node) if isinstance(a, ast.ClassDef)),
+                             None)
+                if entry is not None and owner is not None and isinstance(guard, ast.If) \
+                        and node in guard.body and _tests_group_lacks(guard.test, *entry):
+                    guards.setdefault(id(guard), (owner, guard))
+        by_owner: dict[int, tuple[ast.ClassDef, list[ast.If]]] = {}
+        for owner, guard in guards.values():
+            by_owner.setdefault(id(owner), (owner, []))[1].append(guard)
+        for owner, owner_guards in by_owner.values():
+            setup = _methods(owner).get("preinitialize")
+            if setup is None:
+                continue
+            made_by_all: list[tuple[tuple[str, str], str, ast.Assign]] = []
+            edits: list[Edit] = []
+            for guard in owner_guards:
+                found = self._group_entries_moved(owner, guard, alias)
+                if found is not None:
+                    made, edit = found
+                    made_by_all.extend(made)
+                    edits.append(edit)
+            if made_by_all:
+                made = self._group_tensors_made(setup, made_by_all)
+                if made is not None:
+                    return [made] + edits
+        return []
+
+    def _group_entries_moved(self, owner: ast.ClassDef, guard: ast.If, alias: str
+                             ) -> tuple[list, Edit] | None:
+        """The entries `guard` makes that can move (its every statement), and the edit
+        taking the guard away (its `elif` kept as an `if`); None where they cannot."""
+        where = self._function_of(guard)
+        if _methods(owner).get(getattr(where, "name", None)) is not where:
+            return None
+        made = [(_group_entry_made(s), _constant_tensor(s.value, alias), s)
+                for s in guard.body if isinstance(s, ast.Assign)]
+        if len(made) != len(guard.body) or any(
+                entry is None or value is None or entry[0] != made[0][0][0]
+                for entry, value, _ in made):
+            return None
+        if any(_asks_for_group_key(owner, entry[1], guard) for entry, _, _ in made):
+            return None
+        orelse = guard.orelse
+        if not orelse:
+            return made, _removal(self, guard)
+        if not (len(orelse) == 1 and isinstance(orelse[0], ast.If)
+                and self.source.line_text(orelse[0].lineno).lstrip().startswith("elif")):
+            return None
+        # `if "k" not in g: ... elif <test>: <body>` -> `if <test>: <body>`
+        start = self.line_start(guard.lineno) + len(self.indent_of(guard))
+        elif_start = self.line_start(orelse[0].lineno) + len(self.indent_of(orelse[0])) + \
+            len("el")
+        return made, Edit(start, elif_start, "")
+
+    def _group_tensors_made(self, setup: ast.FunctionDef,
+                            made: list[tuple[tuple[str, str], str, ast.Assign]]
+                            ) -> Edit | None:
+        """One loop over the groups at the end of preinitialize making every entry of
+        `made`."""
+        newline = _newline(self.text)
+        indent = self.indent_of(setup)
+        unit = _unit_indent(self.text, setup, indent)
+        lines = [f"{indent}{unit}for group in self.param_groups:"]
+        lines += [f"{indent}{unit * 2}group[{self.code(made_by.targets[0].slice)}] = {value}"
+                  for _, value, made_by in made]
+        text = newline.join(lines) + newline
+        placeholder = _placeholder_body(setup)
+        if placeholder is not None and placeholder.end_lineno < len(self.source.lines):
+            return Edit(self.line_start(placeholder.lineno),
+                        self.line_start(placeholder.end_lineno + 1), text)
+        if setup.end_lineno < len(self.source.lines):
+            at = self.line_start(setup.end_lineno + 1)
+            return Edit(at, at, text)
         return None
 
     # -- 4. tensor math ------------------------------------------------------------------
@@ -3771,6 +3861,90 @@ def _got_key(node: ast.AST) -> str | None:
             and _is_number(node.args[1]):
         return node.args[0].value
     return None
+
+
+def _group_entry_made(statement: ast.stmt) -> tuple[str, str] | None:
+    """(`group`, "k") of `group["k"] = ...`: a name's entry under a string."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+        return None
+    target = statement.targets[0]
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+            and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
+        return target.value.id, target.slice.value
+    return None
+
+
+def _tests_group_lacks(test: ast.expr, name: str, key: str) -> bool:
+    """`key not in name`."""
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 \
+        and isinstance(test.ops[0], ast.NotIn) and isinstance(test.left, ast.Constant) \
+        and test.left.value == key and isinstance(test.comparators[0], ast.Name) \
+        and test.comparators[0].id == name
+
+
+# torch's creation calls whose tensor preinitialize can make with cstorch's.
+_CONSTANT_CREATIONS = frozenset({"torch.tensor", "torch.zeros", "torch.ones", "torch.full"})
+
+
+def _constant_tensor(value: ast.expr, alias: str) -> str | None:
+    """A tensor of constants (`torch.tensor([0.0], device=device)`, `torch.zeros(1,
+    device=d)`) as preinitialize makes it: cstorch's creation op, `device=` left out
+    (cstorch makes it where the optimizer's tensors are), `dtype=` kept; None for
+    anything else."""
+    if not isinstance(value, ast.Call):
+        return None
+    name = dotted_name(value.func)
+    if name not in _CONSTANT_CREATIONS or not all(
+            k.arg in ("device", "dtype") for k in value.keywords):
+        return None
+    dtype = next((k.value for k in value.keywords if k.arg == "dtype"), None)
+    if dtype is not None and not (isinstance(dtype, ast.Attribute)
+                                  and dotted_name(dtype) == f"torch.{dtype.attr}"):
+        return None
+    try:
+        arguments = [ast.literal_eval(a) for a in value.args]
+    except ValueError:
+        return None
+    typed = f", dtype={ast.unparse(dtype)}" if dtype is not None else ""
+    if name == "torch.tensor":
+        if len(arguments) != 1:
+            return None
+        data = arguments[0]
+        flat = data if isinstance(data, (list, tuple)) else [data]
+        if not flat or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                               for x in flat) or len(set(flat)) != 1:
+            return None
+        shape = f"({len(flat)},)" if isinstance(data, (list, tuple)) else "()"
+        if flat[0] == 0:
+            return f"{alias}.zeros({shape}{typed})"
+        return f"{alias}.full({shape}, {flat[0]!r}{typed})"
+    if not arguments or not all(isinstance(x, int) and not isinstance(x, bool)
+                                for x in arguments[:-1 if name == "torch.full" else None]):
+        return None
+    shape_arguments = arguments[:-1] if name == "torch.full" else arguments
+    if len(shape_arguments) == 1 and isinstance(shape_arguments[0], (list, tuple)):
+        shape_arguments = list(shape_arguments[0])
+    shape = "(" + ", ".join(map(str, shape_arguments)) + ("," if len(shape_arguments) == 1 else "") + ")"
+    if name == "torch.full":
+        return f"{alias}.full({shape}, {arguments[-1]!r}{typed})"
+    return f"{alias}.{name[6:]}({shape}{typed})"
+
+
+def _asks_for_group_key(owner: ast.ClassDef, key: str, guard: ast.If) -> bool:
+    """Whether the class asks, outside `guard`'s test, whether a group holds `key`
+    (`key in group`, `group.get(key)`): made in preinitialize, it always would."""
+    for node in ast.walk(owner):
+        if node is guard.test:
+            continue
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) \
+                and node.left.value == key and any(isinstance(o, (ast.In, ast.NotIn))
+                                                   for o in node.ops):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("get", "setdefault", "pop") and node.args \
+                and isinstance(node.args[0], ast.Constant) and node.args[0].value == key:
+            return True
+    return False
 
 
 def _shared_state_key(statement: ast.stmt) -> str | None:
