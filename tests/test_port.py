@@ -188,6 +188,60 @@ def test_a_lazy_group_entry_stays_where_the_class_asks_whether_a_group_has_it(
         assert "CS101" in ported.classes[0].remaining, name
 
 
+SLOW_WEIGHTS_AFTER_THE_INNER_STEP = '''\
+from collections import defaultdict
+
+import torch
+from torch.optim import Optimizer
+
+
+class SlowWeights(Optimizer):
+    def __init__(self, optimizer, alpha=0.5):
+        self.optimizer = optimizer
+        self.alpha = alpha
+        self.param_groups = optimizer.param_groups
+        self.state = defaultdict(dict)
+        self.defaults = dict(optimizer.defaults)
+
+    def _average(self, group):
+        for fast in group["params"]:
+            param_state = self.state[fast]
+            if "slow_param" not in param_state:
+                param_state["slow_param"] = torch.clone(fast.data).detach()
+            slow = param_state["slow_param"]
+            fast.data.mul_(self.alpha).add_(slow, alpha=1.0 - self.alpha)
+            slow.data.copy_(fast)
+
+    def step(self, closure=None):
+        loss = self.optimizer.step(closure=closure)
+        for group in self.param_groups:
+            self._average(group)
+        return loss
+'''
+
+
+def test_state_made_from_the_parameters_after_the_wrapped_step_stays_lazy(tmp_path: Path):
+    """torch-optimizer's Lookahead clones the parameters after the optimizer it wraps has
+    stepped: preinitialize would clone them before, and the first average would pull
+    the parameters back (the numbers would change). The state stays, listed; without the
+    wrapped step first, the same clone moves."""
+    path = tmp_path / "slow.py"
+    path.write_text(SLOW_WEIGHTS_AFTER_THE_INNER_STEP)
+    ported = port_file(str(path), Config())
+    text = ported.ported.decode()
+    assert 'if "slow_param" not in param_state:' in text
+    assert _only_unmoved_preinitialize(text)
+    assert "CS101" in ported.classes[0].remaining
+    before = tmp_path / "before.py"
+    before.write_text(SLOW_WEIGHTS_AFTER_THE_INNER_STEP.replace(
+        "        loss = self.optimizer.step(closure=closure)\n", "").replace(
+        "        return loss\n", "        return self.optimizer.step(closure=closure)\n"))
+    text = port_file(str(before), Config()).ported.decode()
+    assert 'if "slow_param" not in param_state:' not in text
+    assert 'param_state["slow_param"] = torch.clone(fast.data).detach()' in \
+        text[text.index("def preinitialize"):]
+
+
 def test_what_cannot_be_rewritten_stays_and_is_listed_with_its_code(tmp_path: Path):
     path = tmp_path / "clipped.py"
     path.write_text(UNPORTABLE)

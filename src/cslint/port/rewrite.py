@@ -2234,6 +2234,12 @@ class _LazyStatePlan:
             prelude = self._prelude(moved, known, candidates)
         if prelude is None:
             return False
+        if any(_reads_parameter_values(s, param) for s in prelude + moved) \
+                and _steps_an_optimizer_before(step, where, guards[0]):
+            # A wrapper steps the optimizer it wraps before its state is made from the
+            # parameters (torch-optimizer's Lookahead: `slow = torch.clone(fast.data)`
+            # after `self.optimizer.step()`): preinitialize would take them before.
+            return False
         # A gradient only gives the new state its shape, dtype and device: the
         # parameter's are the same.
         renamed: dict[int, str] = dict(self.passed)
@@ -3456,6 +3462,32 @@ def _gradient_values(candidates: list[ast.stmt], gradients: set[str], param: str
                     for _, v in assigned):
                 found[name] = value
     return found
+
+
+def _reads_parameter_values(statement: ast.AST, param: str) -> bool:
+    """Whether `statement` reads the parameter `param` for more than its shape, dtype or
+    device (`torch.clone(p.data)`), or for the key of its state (`self.state[p]`)."""
+    not_values = {id(n) for n in _shape_only_uses(statement, {param}, param)}
+    not_values |= {id(n.slice) for n in ast.walk(statement) if isinstance(n, ast.Subscript)}
+    return any(isinstance(n, ast.Name) and n.id == param and id(n) not in not_values
+               for n in ast.walk(statement))
+
+
+def _steps_an_optimizer_before(step: ast.FunctionDef, where: ast.FunctionDef,
+                               guard: ast.If) -> bool:
+    """Whether `step` calls another optimizer's step (`self.optimizer.step()`,
+    `super().step()`) before it reaches `guard` (in `where`, step or a method it calls by
+    name; anywhere in step where that call is not found)."""
+    if where is step:
+        reached = guard.lineno
+    else:
+        calls = [n.lineno for n in ast.walk(step) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute) and n.func.attr == where.name]
+        reached = min(calls, default=step.end_lineno)
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == "step" and n.lineno <= reached
+               and not (isinstance(n.func.value, ast.Name) and n.func.value.id == "self")
+               for n in ast.walk(step))
 
 
 def _reads_values_of(node: ast.AST, gradients: set[str], param: str) -> bool:
