@@ -242,6 +242,53 @@ def test_state_made_from_the_parameters_after_the_wrapped_step_stays_lazy(tmp_pa
         text[text.index("def preinitialize"):]
 
 
+STEP_KEPT_IN_A_CACHE = '''\
+import math
+
+import torch
+from torch.optim import Optimizer
+
+
+class CachedCorrection(Optimizer):
+    def __init__(self, params, lr=0.01, beta=0.9):
+        super().__init__(params, dict(lr=lr, beta=beta, buffer=[[None, None] for _ in range(2)]))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p)
+                state["step"] += 1
+                state["exp_avg"].mul_(group["beta"]).add_(p.grad, alpha=1 - group["beta"])
+                buffered = group["buffer"][int(state["step"] % 2)]
+                if state["step"] == buffered[0]:
+                    correction = buffered[1]
+                else:
+                    buffered[0] = state["step"]
+                    correction = 1 - group["beta"] ** state["step"]
+                    buffered[1] = correction
+                p.add_(state["exp_avg"], alpha=-group["lr"] / correction)
+'''
+
+
+def test_a_step_count_kept_elsewhere_is_kept_as_a_copy(small_ports):
+    """The count becomes one tensor the global step counts in place: RAdam's cache of
+    corrections by step (`buffered[0] = state["step"]`) would hold that tensor, equal to
+    the step at every later step, and give a stale correction: it keeps a copy. What
+    the cache does on the host stays, listed; with strict mode off the numbers are the
+    original's."""
+    code, verdicts = small_ports["cached.py"]
+    text = code.decode()
+    assert 'buffered[0] = state["step"].clone()' in text
+    verified = verdicts["CachedCorrection"]
+    assert (verified.numbers_equal, verified.strict_clean) == (True, False), verified
+
+
 def test_what_cannot_be_rewritten_stays_and_is_listed_with_its_code(tmp_path: Path):
     path = tmp_path / "clipped.py"
     path.write_text(UNPORTABLE)
@@ -2344,6 +2391,7 @@ def small_ports(tmp_path_factory) -> dict:
     ported("mode.py", _TRAIN_MODE, ["ModeSGD"])
     ported("required.py", NO_DEFAULT_LR, ["RequiredLrSGD", "NeedsSteps"])
     ported("onebased.py", COUNT_STARTED_BY_DEFAULTS, ["OneBasedCount"])
+    ported("cached.py", STEP_KEPT_IN_A_CACHE, ["CachedCorrection"])
     renormed = ported("renormed.py", RENORMALISED_FIRST, ["Renormed"])
     renormed_path = folder / "other" / "renormed.py"
     renormed_path.parent.mkdir()

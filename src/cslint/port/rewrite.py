@@ -2304,6 +2304,11 @@ class _LazyStatePlan:
             loop = next(a for a in r.ancestors(statement) if isinstance(a, ast.For))
             self.edits.append(Edit(*r.span(statement),
                                    f"self.increment_global_step({loop.target.id})"))
+        if counter:
+            # The count a Python int was is now one tensor counted in place: a copy of it
+            # kept elsewhere (RAdam's cache, `buffered[0] = state["step"]`) must be a copy.
+            for value in _counter_values_kept(self.owner, state_name):
+                self.edits.append(Edit(*r.span(value), f"{r.code(value)}.clone()"))
         if init_edit is not None:
             self.edits.append(init_edit)
         return True
@@ -4702,6 +4707,18 @@ def _recasts_what_it_made(statement: ast.stmt, guard: ast.If, state_name: str) -
                  and _state_key(made.targets[0], state_name) == key
                  and not any(made is n for s in guard.orelse for n in ast.walk(s))]
     return bool(creations) and all(made_like(made.value) for made in creations)
+
+
+def _counter_values_kept(owner: ast.ClassDef, state_name: str) -> list[ast.Subscript]:
+    """The reads of `state_name["step"]` that an assignment keeps in an entry or an
+    attribute (`buffered[0] = state["step"]`), not in a local name."""
+    found = []
+    for node in ast.walk(owner):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript) \
+                and _state_key(node.value, state_name) == "step" \
+                and any(isinstance(t, (ast.Subscript, ast.Attribute)) for t in node.targets):
+            found.append(node.value)
+    return found
 
 
 def _is_step_counter(statement: ast.stmt, state_name: str) -> bool:
