@@ -758,19 +758,27 @@ class _Rewriter:
                       ) -> list[Edit] | None:
         """The loop that makes a group's entry the tensor `value`, at the end of
         preinitialize."""
+        edit = self._group_tensors(setup, [(key, value)])
+        return [edit] if edit is not None else None
+
+    def _group_tensors(self, setup: ast.FunctionDef, entries: list[tuple[ast.expr, str]]
+                       ) -> Edit | None:
+        """One loop over the groups at the end of preinitialize making each entry (its
+        key's node) the tensor its value's code makes."""
         newline = _newline(self.text)
         indent = self.indent_of(setup)
         unit = _unit_indent(self.text, setup, indent)
-        lines = [f"{indent}{unit}for group in self.param_groups:",
-                 f"{indent}{unit * 2}group[{self.code(key)}] = {value}"]
+        lines = [f"{indent}{unit}for group in self.param_groups:"]
+        lines += [f"{indent}{unit * 2}group[{self.code(key)}] = {value}"
+                  for key, value in entries]
         text = newline.join(lines) + newline
         placeholder = _placeholder_body(setup)
         if placeholder is not None and placeholder.end_lineno < len(self.source.lines):
-            return [Edit(self.line_start(placeholder.lineno),
-                         self.line_start(placeholder.end_lineno + 1), text)]
+            return Edit(self.line_start(placeholder.lineno),
+                        self.line_start(placeholder.end_lineno + 1), text)
         if setup.end_lineno < len(self.source.lines):
             at = self.line_start(setup.end_lineno + 1)
-            return [Edit(at, at, text)]
+            return Edit(at, at, text)
         return None
 
     def lazy_group_entry_edits(self) -> list[Edit]:
@@ -809,7 +817,8 @@ class _Rewriter:
                     made_by_all.extend(made)
                     edits.append(edit)
             if made_by_all:
-                made = self._group_tensors_made(setup, made_by_all)
+                made = self._group_tensors(setup, [(made_by.targets[0].slice, value)
+                                                   for _, value, made_by in made_by_all])
                 if made is not None:
                     return [made] + edits
         return []
@@ -840,27 +849,6 @@ class _Rewriter:
         elif_start = self.line_start(orelse[0].lineno) + len(self.indent_of(orelse[0])) + \
             len("el")
         return made, Edit(start, elif_start, "")
-
-    def _group_tensors_made(self, setup: ast.FunctionDef,
-                            made: list[tuple[tuple[str, str], str, ast.Assign]]
-                            ) -> Edit | None:
-        """One loop over the groups at the end of preinitialize making every entry of
-        `made`."""
-        newline = _newline(self.text)
-        indent = self.indent_of(setup)
-        unit = _unit_indent(self.text, setup, indent)
-        lines = [f"{indent}{unit}for group in self.param_groups:"]
-        lines += [f"{indent}{unit * 2}group[{self.code(made_by.targets[0].slice)}] = {value}"
-                  for _, value, made_by in made]
-        text = newline.join(lines) + newline
-        placeholder = _placeholder_body(setup)
-        if placeholder is not None and placeholder.end_lineno < len(self.source.lines):
-            return Edit(self.line_start(placeholder.lineno),
-                        self.line_start(placeholder.end_lineno + 1), text)
-        if setup.end_lineno < len(self.source.lines):
-            at = self.line_start(setup.end_lineno + 1)
-            return Edit(at, at, text)
-        return None
 
     # -- 4. tensor math ------------------------------------------------------------------
 
