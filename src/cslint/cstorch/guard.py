@@ -973,10 +973,16 @@ class _HostConversionMode(TorchFunctionMode):
         else:
             result = func(*args, **kwargs)
         if args and result is args[0]:
-            # An in-place op returns its operand: nothing new to mark, and its
-            # dtype is the operand's own.
-            if origin is not None and kwargs:
-                _mark_outputs(result, args, kwargs, origin)  # `out=` is written too
+            # An in-place op returns its operand, and its dtype is the operand's own;
+            # an operand made on the host (`total = torch.zeros(())`) that takes a device
+            # value in place (`total.add_(p.grad.norm())`) holds one from then on.
+            if origin is not None:
+                if kwargs:
+                    _mark_outputs(result, args, kwargs, origin)  # `out=` is written too
+                elif isinstance(result, _Tensor):
+                    ref = registry_get(id(result))
+                    if ref is None or ref() is not result:
+                        mark_computed(result, origin.derived())
             return result
         if isinstance(result, _Tensor):
             if origin is not None:

@@ -177,6 +177,14 @@ class CallEvaluator:
                 result = result.changed(boolean=(name in BOOLEAN_OPS or (
                     name == "to" and _names_bool_dtype(node))) or (
                     receiver.boolean and name in ("clone", "detach", "to", "contiguous")))
+            if result is not None and result.device and not receiver.device \
+                    and name.endswith("_") and not name.startswith("_") \
+                    and self.func.value.__class__ is ast.Name:
+                # `total = torch.zeros(())` then `total.add_(p.grad.norm())`: the name
+                # holds the device value from then on (a test of it reads the device).
+                walker.env[self.func.value.id] = result.changed(why=(
+                    ChainStep("a device value taken in place by `{}`", node),
+                    *result.why[1:])[:4])
             return result
         if receiver is None and name in SCALAR_ARGUMENTS:
             # `x.add_(g, alpha=lr)` needs a number whatever `x` turns out to be.
