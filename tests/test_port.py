@@ -167,6 +167,27 @@ def test_a_group_count_the_defaults_start_starts_at_their_number(small_ports):
     assert (verified.numbers_equal, verified.strict_clean) == (True, True), verified
 
 
+@pytest.mark.parametrize("made", [
+    "torch.tensor([0.0], device=device)", "torch.tensor(0)", "torch.tensor([1, 1.0])",
+    "torch.tensor([2, 2])", "torch.tensor([0], dtype=torch.float32)",
+    "torch.zeros(1, device=device)", "torch.zeros((2, 3), dtype=torch.float16)",
+    "torch.ones(())", "torch.full((3,), 1, device=device)", "torch.full((), 2.5)"])
+def test_a_group_entry_of_constants_is_made_by_cstorch_alike(made: str):
+    """What preinitialize makes in place of the step's creation has its shape, dtype and
+    numbers (`torch.tensor(0)` is int64, `torch.tensor([1, 1.0])` float32)."""
+    import torch
+
+    import cslint.cstorch as cstorch
+    from cslint.port.rewrite import _constant_tensor
+
+    ported = _constant_tensor(ast.parse(made, mode="eval").body, "cstorch")
+    assert ported is not None and "device" not in ported
+    original = eval(made, {"torch": torch, "device": torch.device("cpu")})  # noqa: S307
+    again = eval(ported, {"torch": torch, "cstorch": cstorch})  # noqa: S307
+    assert (again.shape, again.dtype) == (original.shape, original.dtype), ported
+    assert torch.equal(again, original), ported
+
+
 def test_a_lazy_group_entry_stays_where_the_class_asks_whether_a_group_has_it(
         tmp_path: Path):
     """Made in preinitialize, the entry would be in every group from the start: code

@@ -623,16 +623,19 @@ class _Rewriter:
             if any(owner.lineno <= line <= owner.end_lineno for line in lazy):
                 continue
             step = _methods(owner).get("step")
-            if step is None:
-                continue
-            indent = self.indent_of(step)
-            unit = _unit_indent(self.text, step, indent)
-            newline = _newline(self.text)
-            method = (f"{indent}def preinitialize(self):{newline}"
-                      f"{indent}{unit}pass  # no per-parameter state{newline}{newline}")
-            at = self.line_start(_first_line(step))
-            edits.append(Edit(at, at, method))
+            if step is not None:
+                edits.append(self._placeholder_before(step, "no per-parameter state"))
         return edits
+
+    def _placeholder_before(self, step: ast.FunctionDef, comment: str) -> Edit:
+        """`def preinitialize(self): pass  # <comment>` before `step`."""
+        indent = self.indent_of(step)
+        unit = _unit_indent(self.text, step, indent)
+        newline = _newline(self.text)
+        method = (f"{indent}def preinitialize(self):{newline}"
+                  f"{indent}{unit}pass  # {comment}{newline}{newline}")
+        at = self.line_start(_first_line(step))
+        return Edit(at, at, method)
 
     def unmoved_state_edits(self, classes: list[ast.ClassDef]) -> list[Edit]:
         """A preinitialize() that says so before step() of each class whose lazily made
@@ -643,17 +646,10 @@ class _Rewriter:
         lazy = [f.location.line for f in self.coded("CS101")]
         for owner in classes:
             step = _methods(owner).get("step")
-            if step is None or not any(owner.lineno <= line <= owner.end_lineno
-                                       for line in lazy):
-                continue
-            indent = self.indent_of(step)
-            unit = _unit_indent(self.text, step, indent)
-            newline = _newline(self.text)
-            method = (f"{indent}def preinitialize(self):{newline}"
-                      f"{indent}{unit}pass  # step() still makes its state (CS101): move it "
-                      f"here{newline}{newline}")
-            at = self.line_start(_first_line(step))
-            edits.append(Edit(at, at, method))
+            if step is not None and any(owner.lineno <= line <= owner.end_lineno
+                                        for line in lazy):
+                edits.append(self._placeholder_before(
+                    step, "step() still makes its state (CS101): move it here"))
         return edits
 
     def preinitialize_call_edits(self) -> list[Edit]:
@@ -3940,19 +3936,24 @@ def _constant_tensor(value: ast.expr, alias: str) -> str | None:
                                for x in flat) or len(set(flat)) != 1:
             return None
         shape = f"({len(flat)},)" if isinstance(data, (list, tuple)) else "()"
-        if flat[0] == 0:
+        # (torch.tensor makes int64 of ints, float32 where one number is a float)
+        floating = any(isinstance(x, float) for x in flat)
+        if flat[0] == 0 and (floating or dtype is not None):
             return f"{alias}.zeros({shape}{typed})"
-        return f"{alias}.full({shape}, {flat[0]!r}{typed})"
-    if not arguments or not all(isinstance(x, int) and not isinstance(x, bool)
-                                for x in arguments[:-1 if name == "torch.full" else None]):
-        return None
+        number = float(flat[0]) if floating else flat[0]
+        return f"{alias}.full({shape}, {number!r}{typed})"
     shape_arguments = arguments[:-1] if name == "torch.full" else arguments
     if len(shape_arguments) == 1 and isinstance(shape_arguments[0], (list, tuple)):
-        shape_arguments = list(shape_arguments[0])
-    shape = "(" + ", ".join(map(str, shape_arguments)) + ("," if len(shape_arguments) == 1 else "") + ")"
-    if name == "torch.full":
-        return f"{alias}.full({shape}, {arguments[-1]!r}{typed})"
-    return f"{alias}.{name[6:]}({shape}{typed})"
+        shape_arguments = list(shape_arguments[0])  # `torch.zeros((2, 3))`
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in shape_arguments):
+        return None
+    shape = f"({', '.join(map(str, shape_arguments))}{',' if len(shape_arguments) == 1 else ''})"
+    if name != "torch.full":
+        return f"{alias}.{name[len('torch.'):]}({shape}{typed})"
+    fill = arguments[-1] if arguments else None
+    if not isinstance(fill, (int, float)) or isinstance(fill, bool):
+        return None
+    return f"{alias}.full({shape}, {fill!r}{typed})"
 
 
 def _asks_for_group_key(owner: ast.ClassDef, key: str, guard: ast.If) -> bool:
