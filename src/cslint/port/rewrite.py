@@ -824,7 +824,7 @@ class _Rewriter:
         """The entries `guard` makes that can move (its every statement), and the edit
         taking the guard away (its `elif` kept as an `if`); None where they cannot."""
         where = self._function_of(guard)
-        if _methods(owner).get(getattr(where, "name", None)) is not where:
+        if where is None or _methods(owner).get(where.name) is not where:
             return None
         made = [(_group_entry_made(s), _constant_tensor(s.value, alias), s)
                 for s in guard.body if isinstance(s, ast.Assign)]
