@@ -629,6 +629,14 @@ class CallEvaluator:
             result = result.changed(device=True,
                              why=(ChainStep("`{}` is created on a device", node),))
         boolean = name in BOOLEAN_OPS or _names_bool_dtype(node)
+        written = next((k.value for k in node.keywords if k.arg == "out"), None)
+        if written.__class__ is ast.Name and result.device:
+            held = walker.env.get(written.id)
+            if held.__class__ is Tensor and not held.device:
+                # `torch.add(total, g.sum(), out=total)`, `total` made on the host
+                walker.env[written.id] = result.changed(boolean=boolean, why=(
+                    ChainStep("a device value written into it by `{}`", node),
+                    *result.why[1:])[:4])
         return result.changed(boolean=boolean)
 
     def check_scalar_arguments(self, name: str, method: bool, keywords_only: bool = False

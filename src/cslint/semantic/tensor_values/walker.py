@@ -407,6 +407,13 @@ class FunctionWalker(StatementWalker):
                 if isinstance(target.slice, ast.Slice):  # `xs[i:j] = ys`: the elements of ys
                     value = element_of(value)
                 self.env[target.value.id] = stored_into(container, key, value)
+            elif isinstance(target.value, ast.Name) and container.__class__ is Tensor \
+                    and not container.device and is_device(value):
+                # `norms = torch.zeros(n)` then `norms[i] = p.grad.norm()`: the host
+                # tensor holds a device value from then on.
+                self.env[target.value.id] = container.changed(device=True, why=(
+                    ChainStep("a device value stored into it by `{} = {}`", target,
+                              value_node), *value.why)[:4])
         elif isinstance(target, ast.Attribute):
             self.eval(target.value)
         elif isinstance(target, ast.Starred):
