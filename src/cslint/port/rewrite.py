@@ -795,7 +795,8 @@ class _Rewriter:
                 owner = next((a for a in self.ancestors(node) if isinstance(a, ast.ClassDef)),
                              None)
                 if entry is not None and owner is not None and isinstance(guard, ast.If) \
-                        and node in guard.body and _tests_group_lacks(guard.test, *entry):
+                        and node in guard.body \
+                        and _membership_test(guard.test, entry[1], entry[0]):
                     guards.setdefault(id(guard), (owner, guard))
         by_owner: dict[int, tuple[ast.ClassDef, list[ast.If]]] = {}
         for owner, guard in guards.values():
@@ -804,25 +805,24 @@ class _Rewriter:
             setup = _methods(owner).get("preinitialize")
             if setup is None:
                 continue
-            made_by_all: list[tuple[tuple[str, str], str, ast.Assign]] = []
+            entries: list[tuple[ast.expr, str]] = []
             edits: list[Edit] = []
             for guard in owner_guards:
                 found = self._group_entries_moved(owner, guard, alias)
                 if found is not None:
-                    made, edit = found
-                    made_by_all.extend(made)
-                    edits.append(edit)
-            if made_by_all:
-                made = self._group_tensors(setup, [(made_by.targets[0].slice, value)
-                                                   for _, value, made_by in made_by_all])
+                    entries.extend(found[0])
+                    edits.append(found[1])
+            if entries:
+                made = self._group_tensors(setup, entries)
                 if made is not None:
                     return [made] + edits
         return []
 
     def _group_entries_moved(self, owner: ast.ClassDef, guard: ast.If, alias: str
-                             ) -> tuple[list, Edit] | None:
-        """The entries `guard` makes that can move (its every statement), and the edit
-        taking the guard away (its `elif` kept as an `if`); None where they cannot."""
+                             ) -> tuple[list[tuple[ast.expr, str]], Edit] | None:
+        """The entries `guard` makes (its every statement), each its key's node and the
+        code preinitialize makes it with, and the edit taking the guard away (its
+        `elif` kept as an `if`); None where they cannot move."""
         where = self._function_of(guard)
         if where is None or _methods(owner).get(where.name) is not where:
             return None
@@ -834,9 +834,10 @@ class _Rewriter:
             return None
         if any(_asks_for_group_key(owner, entry[1], guard) for entry, _, _ in made):
             return None
+        entries = [(statement.targets[0].slice, value) for _, value, statement in made]
         orelse = guard.orelse
         if not orelse:
-            return made, _removal(self, guard)
+            return entries, _removal(self, guard)
         if not (len(orelse) == 1 and isinstance(orelse[0], ast.If)
                 and self.source.line_text(orelse[0].lineno).lstrip().startswith("elif")):
             return None
@@ -844,7 +845,7 @@ class _Rewriter:
         start = self.line_start(guard.lineno) + len(self.indent_of(guard))
         elif_start = self.line_start(orelse[0].lineno) + len(self.indent_of(orelse[0])) + \
             len("el")
-        return made, Edit(start, elif_start, "")
+        return entries, Edit(start, elif_start, "")
 
     # -- 4. tensor math ------------------------------------------------------------------
 
@@ -3893,14 +3894,6 @@ def _group_entry_made(statement: ast.stmt) -> tuple[str, str] | None:
             and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
         return target.value.id, target.slice.value
     return None
-
-
-def _tests_group_lacks(test: ast.expr, name: str, key: str) -> bool:
-    """`key not in name`."""
-    return isinstance(test, ast.Compare) and len(test.ops) == 1 \
-        and isinstance(test.ops[0], ast.NotIn) and isinstance(test.left, ast.Constant) \
-        and test.left.value == key and isinstance(test.comparators[0], ast.Name) \
-        and test.comparators[0].id == name
 
 
 # torch's creation calls whose tensor preinitialize can make with cstorch's.

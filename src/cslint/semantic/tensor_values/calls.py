@@ -177,14 +177,12 @@ class CallEvaluator:
                 result = result.changed(boolean=(name in BOOLEAN_OPS or (
                     name == "to" and _names_bool_dtype(node))) or (
                     receiver.boolean and name in ("clone", "detach", "to", "contiguous")))
-            if result is not None and result.device and not receiver.device \
-                    and name.endswith("_") and not name.startswith("_") \
-                    and self.func.value.__class__ is ast.Name:
-                # `total = torch.zeros(())` then `total.add_(p.grad.norm())`: the name
-                # holds the device value from then on (a test of it reads the device).
-                walker.env[self.func.value.id] = result.changed(why=(
+            if result is not None and result.device and name.endswith("_") \
+                    and not name.startswith("_"):
+                # `total = torch.zeros(())` then `total.add_(p.grad.norm())`
+                walker.host_tensor_takes(self.func.value, result.changed(why=(
                     ChainStep("a device value taken in place by `{}`", node),
-                    *result.why[1:])[:4])
+                    *result.why[1:])[:4]))
             return result
         if receiver is None and name in SCALAR_ARGUMENTS:
             # `x.add_(g, alpha=lr)` needs a number whatever `x` turns out to be.
@@ -630,13 +628,11 @@ class CallEvaluator:
                              why=(ChainStep("`{}` is created on a device", node),))
         boolean = name in BOOLEAN_OPS or _names_bool_dtype(node)
         written = next((k.value for k in node.keywords if k.arg == "out"), None)
-        if written.__class__ is ast.Name and result.device:
-            held = walker.env.get(written.id)
-            if held.__class__ is Tensor and not held.device:
-                # `torch.add(total, g.sum(), out=total)`, `total` made on the host
-                walker.env[written.id] = result.changed(boolean=boolean, why=(
-                    ChainStep("a device value written into it by `{}`", node),
-                    *result.why[1:])[:4])
+        if written is not None and result.device:
+            # `torch.add(total, g.sum(), out=total)`
+            walker.host_tensor_takes(written, result.changed(boolean=boolean, why=(
+                ChainStep("a device value written into it by `{}`", node),
+                *result.why[1:])[:4]))
         return result.changed(boolean=boolean)
 
     def check_scalar_arguments(self, name: str, method: bool, keywords_only: bool = False

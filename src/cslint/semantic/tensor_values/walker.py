@@ -407,17 +407,24 @@ class FunctionWalker(StatementWalker):
                 if isinstance(target.slice, ast.Slice):  # `xs[i:j] = ys`: the elements of ys
                     value = element_of(value)
                 self.env[target.value.id] = stored_into(container, key, value)
-            elif isinstance(target.value, ast.Name) and container.__class__ is Tensor \
-                    and not container.device and is_device(value):
-                # `norms = torch.zeros(n)` then `norms[i] = p.grad.norm()`: the host
-                # tensor holds a device value from then on.
-                self.env[target.value.id] = container.changed(device=True, why=(
+            elif container.__class__ is Tensor and is_device(value):
+                # `norms = torch.zeros(n)` then `norms[i] = p.grad.norm()`
+                self.host_tensor_takes(target.value, container.changed(device=True, why=(
                     ChainStep("a device value stored into it by `{} = {}`", target,
-                              value_node), *value.why)[:4])
+                              value_node), *value.why)[:4]))
         elif isinstance(target, ast.Attribute):
             self.eval(target.value)
         elif isinstance(target, ast.Starred):
             self.assign(target.value, value, value_node)
+
+    def host_tensor_takes(self, target: ast.expr, device_value: Tensor) -> None:
+        """`target`, a name bound to a tensor made on the host, is changed in place with a
+        device value (`.add_()`, `out=`, an item stored): it holds `device_value` from
+        then on, so a test of it reads the device."""
+        if target.__class__ is ast.Name:
+            held = self.env.get(target.id)
+            if held.__class__ is Tensor and not held.device:
+                self.env[target.id] = device_value
 
     # ---- truth tests -------------------------------------------------------------------
 
