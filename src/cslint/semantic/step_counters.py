@@ -342,7 +342,13 @@ class _DecisionFinder:
         nodes = _nodes_on_lines(function, subject.words)
         # Where the function reads the counter: an expression reads it when one of these
         # lies inside it (compared by position: cheaper than walking each expression).
-        direct = [_span(node) for node in nodes if subject.matches(node)]
+        # A list counts by its length: reading an item (`queue[0]`, a tensor kept from
+        # an earlier step) reads no count.
+        counts_items = counter.counting.__class__ is ast.Expr
+        items = {id(node.value) for node in nodes
+                 if node.__class__ is ast.Subscript} if counts_items else ()
+        direct = [_span(node) for node in nodes
+                  if subject.matches(node) and id(node) not in items]
         if not direct:
             return
         derived = _derived_names(nodes, direct, counting)
@@ -391,9 +397,12 @@ class _DecisionFinder:
                 if name in _REPORTING_CALLS:
                     reporting.update(id(part) for part in ast.walk(node))
                 elif self._is_torch_op(node.func):
+                    # A list's length reaches an op only as the list itself
+                    # (`torch.stack(queue)`): a local computed from it is mostly an item.
                     op_arguments += [argument for argument in
                                      (*node.args, *(k.value for k in node.keywords))
-                                     if reads(argument)]
+                                     if (_contains_any(_span(argument), direct)
+                                         if counts_items else reads(argument))]
         # Where the count first becomes a constant of the graph: once is enough to say so.
         if op_arguments:
             first = min(op_arguments, key=lambda node: (node.lineno, node.col_offset))
@@ -521,30 +530,42 @@ def _entry_aliases(method: FunctionInfo, names: set[str], key: str) -> frozenset
 
 def _entry_counters(module, project, info, traced, finder) -> Iterator[CounterDecision]:
     """Counters kept in a param group or a parameter's state: `group["step"] += 1`
-    (started as a number: `group["step"] = 0` under a first-step check)."""
+    (started as a number: `group["step"] = 0` under a first-step check), or a list that
+    grows at every step (`queue = state["queue"]` ... `queue.append(grad.clone())`,
+    started empty: `state["queue"] = deque(maxlen=k)`)."""
     lineage = None
     seen: set[str] = set()
     traced_nodes = {method.key for method in traced}
     for method in traced:
         names = None
         for statement, target in finder.candidates_of(method):
-            if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+            if isinstance(target, ast.Name) and statement.__class__ is ast.Expr:
+                # A list grown under a local name bound to the entry alone.
+                entry = method.entry_aliases.get(target.id)
+                if entry is None or entry[1] in seen:
+                    continue
+                container, key = entry
+            elif (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
                     and isinstance(target.slice, ast.Constant)
-                    and isinstance(target.slice.value, str)) or target.slice.value in seen:
+                    and isinstance(target.slice.value, str)) and target.slice.value not in seen:
+                container, key = target.value.id, target.slice.value
+            else:
                 continue
             if names is None:
                 names = _persistent_dicts(method)
-            key = target.slice.value
+            if container not in names:
+                continue
             subject = _entry_subject(names, key, _entry_aliases(method, names, key))
-            if _counting(statement, subject) != "number":
+            kind = _counting(statement, subject)
+            if kind is None or (kind == "list" and _grown_where_made(method, statement, key)):
                 continue
             seen.add(key)
             if lineage is None:
                 ref = project.ref_for_info(info)
                 lineage = [entry.info for entry in project.mro(ref) if entry.info is not None]
-            if not _entry_starts_as_number(module, lineage, key, traced_nodes):
+            if not _entry_starts_as(module, lineage, key, traced_nodes, kind):
                 continue
-            counter = StepCounter(f"{target.value.id}[{key!r}]", statement, method)
+            counter = StepCounter(f"{container}[{key!r}]", statement, method)
             for reader in traced:
                 if not (reader.mentions(f"'{key}'") or reader.mentions(f'"{key}"')):
                     continue  # reads no `group["key"]`
@@ -558,13 +579,15 @@ def _entry_counters(module, project, info, traced, finder) -> Iterator[CounterDe
                 yield from finder.decisions(reader, reader_subject, counter, counting)
 
 
-def _entry_starts_as_number(module: ModuleIndex, lineage, key: str,
-                            traced: set[tuple]) -> bool:
+def _entry_starts_as(module: ModuleIndex, lineage, key: str, traced: set[tuple],
+                     kind: str) -> bool:
     """Whether the class's methods set `<dict>[key]` to a number (the first step's
-    `group["step"] = 0`) and to nothing else but by counting: no tensor
-    (`torch.tensor(0.0)`: an in-place count on a tensor is no Python counter), no
-    reset at every call of traced code, in a method traced code does not run, or in
-    the module's other code."""
+    `group["step"] = 0`; `kind` "number") or an empty list (`[]`, `deque(maxlen=k)`;
+    "list") and to nothing else but by counting: no tensor (`torch.tensor(0.0)`: an
+    in-place count on a tensor is no Python counter), no reset at every call of traced
+    code, in a method traced code does not run, or in the module's other code; a list
+    also emptied nowhere (`.clear()`, `.pop()`: its length may then stay put)."""
+    starts = _is_number if kind == "number" else _is_empty_sequence
     any_dict = _Subject(key, lambda node: isinstance(node, ast.Subscript)
                         and isinstance(node.slice, ast.Constant) and node.slice.value == key,
                         (key,))
@@ -584,7 +607,7 @@ def _entry_starts_as_number(module: ModuleIndex, lineage, key: str,
                 if _counting(node, _entry_subject(dicts, key,
                                                   _entry_aliases(method, dicts, key))):
                     continue
-                if not _is_number(node.value):
+                if not starts(node.value):
                     if _restores_state(name):
                         continue
                     return False  # a tensor, or a value computed elsewhere
@@ -593,10 +616,55 @@ def _entry_starts_as_number(module: ModuleIndex, lineage, key: str,
                 if method.key in traced and id(node) in _unconditional(method.node):
                     return False  # started afresh at each call
                 started = True
-    if not started and not _in_defaults(lineage, key):
+            if kind == "list" and _shrinks_entry(method, key):
+                return False
+    if not started and (kind == "list" or not _in_defaults(lineage, key)):
         return False
     return not _written_outside(module, lineage, key, re.compile(
         rf"\[\s*['\"]{re.escape(key)}['\"]\s*\]\s*=(?!=)"))
+
+
+def _grown_where_made(method: FunctionInfo, statement: ast.stmt, key: str) -> bool:
+    """Whether `statement` grows the list under `key` in the block of an `if` that also
+    makes the list (`if len(state) == 0: state["blocks"] = []` ... `state["blocks"].append(
+    b)`): it is filled once, where it is made, not at every step."""
+    made = [node.lineno for node in method.statements
+            if node.__class__ is ast.Assign and _is_empty_sequence(node.value)
+            and any(isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)
+                    and target.slice.value == key for target in node.targets)]
+    if not made:
+        return False
+    for node in method.statements:
+        if node.__class__ is ast.If:
+            first, last = node.body[0].lineno, node.body[-1].end_lineno or node.lineno
+            if first <= statement.lineno <= last and any(first <= line <= last for line in made):
+                return True
+    return False
+
+
+def _is_empty_sequence(node: ast.expr) -> bool:
+    """`[]`, `list()`, or a deque made with no items (`deque(maxlen=k)`: it grows to k)."""
+    if _is_empty_list(node):
+        return True
+    return (isinstance(node, ast.Call) and not node.args
+            and (dotted_name(node.func) or "").rsplit(".", 1)[-1] == "deque"
+            and all(keyword.arg == "maxlen" for keyword in node.keywords))
+
+
+def _shrinks_entry(method: FunctionInfo, key: str) -> bool:
+    """Whether `method` empties or shrinks a list kept under `key` (`state[key].clear()`,
+    `history.pop(0)` on a name bound to it)."""
+    aliases = {name for name, (_, entry) in method.entry_aliases.items() if entry == key}
+    for call in method.calls:
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr in _LIST_SHRINK):
+            continue
+        owner = func.value
+        if (isinstance(owner, ast.Name) and owner.id in aliases) or (
+                isinstance(owner, ast.Subscript) and isinstance(owner.slice, ast.Constant)
+                and owner.slice.value == key):
+            return True
+    return False
 
 
 def _in_defaults(lineage, key: str) -> bool:
