@@ -67,6 +67,7 @@ class TensorValueAnalysis:
         self.attributes_of = self.class_attributes.attributes_of
         self.forward_of = self.class_attributes.forward_of
         self.python_state_keys = self.class_attributes.python_state_keys
+        self.object_state_class = self.class_attributes.object_state_class
         self.group_tensor_keys = self.class_attributes.group_tensor_keys
         self.shared_state_keys = self.class_attributes.shared_state_keys
         self.has_global_step = project.has_global_step
@@ -282,6 +283,12 @@ class TensorValueAnalysis:
     def shared_keys_anywhere(self) -> frozenset[str]:
         """Keys any optimizer class of the project makes a shared state tensor under."""
         return self.class_attributes.shared_keys_anywhere
+
+    @cached_property
+    def object_keys_anywhere(self) -> frozenset[str]:
+        """State keys any optimizer class of the project keeps an object of a plain
+        project class under."""
+        return self.class_attributes.object_keys_anywhere
 
     @cached_property
     def python_keys_anywhere(self) -> frozenset[str]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from cslint.semantic.module_index import FunctionInfo, dotted_name, is_super_call
 from cslint.semantic.project import ClassRef
 from cslint.semantic.tensor_values.values import (
-    DEVICE, MODULE_KINDS, UNSEEN_MODULE_CLASS, ChainStep, Container, Function, Items, Marker,
+    DEVICE, MODULE_KINDS, SELF_KINDS, UNSEEN_MODULE_CLASS, ChainStep, Container, Function, Items, Marker,
     Sequence, Tensor, Value, combine, element_of, entry_of, is_device, join, merged_into,
     module_classes, stored_into,
 )
@@ -265,7 +265,7 @@ class CallEvaluator:
             return self.module_call(receiver)
         if kind == "module":
             return self.submodule_method(receiver, name)
-        if kind in ("optimizer_self", "scheduler_self", "module_self"):
+        if kind in SELF_KINDS:
             if name == "increment_global_step" or self.returns_tensor(receiver, name):
                 return Tensor(True, (ChainStep("`{}` returns the global step tensor", self.node),))
             return _UNHANDLED
@@ -284,8 +284,8 @@ class CallEvaluator:
         walker = self.walker
         receiver = self.receiver
         name = self.func.attr
-        if isinstance(receiver, Marker) and receiver.ref is not None and receiver.kind in (
-                "optimizer_self", "scheduler_self", "module_self"):
+        if isinstance(receiver, Marker) and receiver.ref is not None and \
+                receiver.kind in SELF_KINDS:
             walker.analysis.note_class_use(True)
             found = walker.project.find_method(receiver.ref, name)
             if found is not None and found.function is not None and \

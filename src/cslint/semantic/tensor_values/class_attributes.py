@@ -17,6 +17,10 @@ from cslint.semantic.torch_api import COMPILE, DEVICE_ATTRIBUTES, METADATA_ATTRI
     METADATA_METHODS, TENSOR_FACTORIES
 
 
+# Stores under one state key that make objects of more than one class (or other values).
+_NOT_ONE_CLASS = object()
+
+
 class ClassAttributes:
     """The `self.X` of each class (parameters, buffers, submodules, stored functions)
     and its Python-valued state keys, found once per class and merged along each MRO."""
@@ -30,6 +34,7 @@ class ClassAttributes:
         self._setup_keys_cache: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         self._setup_keys_along_mro: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         self._forwards: dict[int, FunctionInfo | bool] = {}
+        self._objects_cache: dict[int, dict[str, object]] = {}
 
     def _of_class(self, info: ClassInfo, owner: ClassRef
                   ) -> tuple[dict[str, Value], frozenset[str]]:
@@ -128,6 +133,77 @@ class ClassAttributes:
                                                 _number_parameters(method.node))
             cached = self._python_keys_cache[id(info)] = frozenset(keys)
         return cached
+
+    @cached_property
+    def object_keys_anywhere(self) -> frozenset[str]:
+        """State keys any optimizer class of the project stores an object of one of the
+        project's plain classes under (`state["projector"] = GaLoreProjector(...)`)."""
+        return self._in_any_optimizer(lambda info: frozenset(self._objects_of_class(info)))
+
+    def object_state_class(self, ref: ClassRef | None, key: str) -> ClassRef | None:
+        """The plain project class (no module, optimizer or scheduler) whose objects `ref`
+        (or a class of its MRO) keeps under the state key `key`, where every store under
+        that key makes one of that class; None otherwise."""
+        if ref is None:
+            return None
+        found = None
+        for entry in self.project.mro(ref):
+            if entry.info is None:
+                continue
+            stored = self._objects_of_class(entry.info).get(key)
+            if stored is None:
+                continue
+            if stored is _NOT_ONE_CLASS or (found is not None and stored is not found):
+                return None
+            found = stored
+        return found
+
+    def _objects_of_class(self, info: ClassInfo) -> dict[str, object]:
+        """The literal keys a class's own methods store under (`x[key] = value`) whose
+        every store makes an object of one plain project class: key -> that class's ref
+        (`_NOT_ONE_CLASS` where the stores under a key that makes one make anything else)."""
+        cached = self._objects_cache.get(id(info))
+        if cached is not None:
+            return cached
+        stores: dict[str, list[ast.expr]] = {}
+        for method in info.methods.values():
+            if not method.mentions("] = "):
+                continue
+            for node in method.statements:
+                if node.__class__ is ast.Assign:
+                    for target in node.targets:
+                        if target.__class__ is ast.Subscript \
+                                and target.slice.__class__ is ast.Constant \
+                                and isinstance(target.slice.value, str):
+                            stores.setdefault(target.slice.value, []).append(
+                                (method.module, node.value))
+        found: dict[str, object] = {}
+        for key, values in stores.items():
+            classes = {id(c): c for c in (self._plain_class_made(module, value)
+                                          for module, value in values)}
+            if not any(c is not None for c in classes.values()):
+                continue
+            found[key] = next(iter(classes.values())) if len(classes) == 1 else _NOT_ONE_CLASS
+        self._objects_cache[id(info)] = found
+        return found
+
+    def _plain_class_made(self, module: ModuleIndex, value: ast.expr) -> ClassRef | None:
+        """The ref of the plain project class `value` calls (`GaLoreProjector(rank)`)."""
+        if value.__class__ is not ast.Call:
+            return None
+        dotted = dotted_name(value.func)
+        if dotted is None:
+            return None
+        target = self.project.resolve_in_module(module, dotted)
+        if not isinstance(target, ClassInfo):
+            return None
+        ref = self.project.ref_for_info(target)
+        kinds = self.project.kinds(ref)
+        if kinds.nn_module or kinds.optimizer or kinds.cstorch_scheduler \
+                or kinds.torch_scheduler or self.project.is_machinery(ref) \
+                or self.project.has_unknown_ancestor(ref):
+            return None
+        return ref
 
     def group_tensor_keys(self, ref: ClassRef | None) -> frozenset[str]:
         """Param-group keys `ref` (or a class of its MRO) makes tensors under where the

@@ -42,7 +42,7 @@ class Marker:
     """Structural values of optimizers and modules."""
 
     kind: str  # param_groups, group, params, state_map, param_state, module, module_list,
-    # optimizer_self, scheduler_self, module_self
+    # optimizer_self, scheduler_self, module_self, object_self
     # The class; for `module` (a submodule) and `module_list` (its elements): a project
     # class, None (a torch.nn layer), UNSEEN_MODULE_CLASS, or a tuple of those when
     # conditional assignments or mixed elements give several (`()`: an empty container,
@@ -148,6 +148,10 @@ def _joined_keys(a: tuple, b: tuple) -> tuple:
 
 # Submodules and module containers: joined by the union of their classes.
 MODULE_KINDS = frozenset({"module", "module_list"})
+# `self` in the methods of an optimizer, a scheduler, a module, or an object of a plain
+# project class that an optimizer keeps in its state (a projector): `self.x` is what its
+# class sets up, `self.f(...)` runs its method.
+SELF_KINDS = frozenset({"optimizer_self", "scheduler_self", "module_self", "object_self"})
 # The class of a module built by a call we cannot follow (`make_block(cfg)`, elements of
 # `nn.ModuleList(blocks)`): not a torch.nn layer, whose inputs are known to be tensors.
 UNSEEN_MODULE_CLASS = ClassRef("<a module class we cannot see>")

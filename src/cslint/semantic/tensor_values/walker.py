@@ -14,7 +14,7 @@ from cslint.semantic.tensor_values.facts import (
     ValueDependentShape,
 )
 from cslint.semantic.tensor_values.values import (
-    DEVICE, UNSEEN_MODULE_CLASS, ChainStep, Container, Function, Marker, Sequence, Tensor, Value,
+    DEVICE, SELF_KINDS, UNSEEN_MODULE_CLASS, ChainStep, Container, Function, Marker, Sequence, Tensor, Value,
     collection_operation, combine, element_of, entry_of, is_collection, is_device, join,
     merged_into, sliced, source_step, stored_into,
 )
@@ -497,7 +497,7 @@ class FunctionWalker(StatementWalker):
                 return Tensor(True, ("`self.last_epoch` is the step tensor in a closed form",))
             if attr == "optimizer":
                 return Marker("optimizer_self")
-        if kind in ("optimizer_self", "scheduler_self", "module_self") and base.ref is not None:
+        if kind in SELF_KINDS and base.ref is not None:
             self.analysis.note_class_use(True)
             value = self.analysis.attributes_of(base.ref).get(attr)
             if value is not None:
@@ -576,6 +576,13 @@ class FunctionWalker(StatementWalker):
                     self.analysis.note_class_use(True)
                     if self.analysis.has_global_step(self.ref):
                         return Tensor(True, (ChainStep(GLOBAL_STEP, node),), grouped=True)
+                if key in self.analysis.object_keys_anywhere:
+                    # An object the optimizer keeps per parameter (a projector): its
+                    # methods run in the step with what the step gives them.
+                    self.analysis.note_class_use(True)
+                    kept = self.analysis.object_state_class(self.ref, key)
+                    if kept is not None:
+                        return Marker("object_self", kept)
                 # Only a key some class stores a Python number under makes the answer
                 # depend on the class.
                 if key in self.analysis.python_keys_anywhere:
