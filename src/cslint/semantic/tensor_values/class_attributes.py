@@ -48,6 +48,9 @@ class ClassAttributes:
         appended: dict[str, Value] = {}  # `self.layers.append(Block(...))`: the elements
         module = info.module
         python_keys = set(self._python_keys_of_class(info))
+        # An optimizer's helper objects (`self.helper = LoRARiteHelper()`): their methods
+        # run in its step.
+        keeps_objects = self.project.kinds(self.project.ref_for_info(info)).optimizer
         for method in info.methods.values():
             if not _may_set_up_attributes(method):
                 continue  # sets up no `self.X`
@@ -61,6 +64,9 @@ class ClassAttributes:
                     if target.__class__ is ast.Attribute and \
                             target.value.__class__ is ast.Name and target.value.id == "self":
                         value = self._attribute_value(module, owner, node.value, lists)
+                        if value is None and keeps_objects:
+                            kept = self._plain_class_made(module, node.value)
+                            value = Marker("object_self", kept) if kept is not None else None
                         if value is not None:
                             values[target.attr] = _reassigned(values.get(target.attr), value)
                 elif kind is ast.Call and node.func.__class__ is ast.Attribute \
