@@ -1755,6 +1755,53 @@ def test_what_is_left_in_another_files_function_a_class_reaches_is_left_in_the_c
     assert listed == [("optimizers/_scalars.py", 5, "CS204")]
 
 
+PROJECTED_ELSEWHERE = '''import torch
+
+from ._projector import Projector
+
+
+class ProjectedSGD(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1, gap=2):
+        super().__init__(params, dict(lr=lr, gap=gap))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = 0
+                    state["projector"] = Projector(group["gap"])
+                state["step"] += 1
+                grad = state["projector"].project(p.grad, state["step"])
+                p.add_(grad, alpha=-group["lr"])
+'''
+
+
+def test_what_is_left_in_the_methods_of_an_object_the_class_makes_is_left_in_the_class(
+        tmp_path: Path, monkeypatch):
+    """GaLore's projector: the class keeps an object of a helpers module's class in its
+    state, whose method branches on the step it is given; once the step is the global
+    step (a tensor) that branch is CS201, in the class's remaining codes and listed with
+    the helpers module."""
+    from cslint.port.command import run_port
+
+    package = tmp_path / "optimizers"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_projector.py").write_text(
+        "class Projector:\n    def __init__(self, gap):\n        self.gap = gap\n\n"
+        "    def project(self, grad, step):\n        if step % self.gap == 0:\n"
+        "            return grad.sign()\n        return grad\n")
+    (package / "projected.py").write_text(PROJECTED_ELSEWHERE)
+    monkeypatch.chdir(tmp_path)
+    run = run_port(["optimizers/projected.py"], Config(), write=False, verify=False,
+                   runtime_reference=False)
+    assert {c.name: c.remaining for c in run.classes} == {"ProjectedSGD": ("CS201",)}
+    listed = [(f.path, f.location.line, f.code) for file in run.ported for f in file.findings]
+    assert listed == [("optimizers/_projector.py", 6, "CS201")]
+
+
 def test_a_cast_in_the_else_of_a_check_stays_unless_it_is_to_what_the_state_was_made_like(
         tmp_path: Path):
     """`else: state["m"] = state["m"].type_as(p_fp32)` goes with the check only where the

@@ -50,7 +50,7 @@ from cslint.fixes.apply import CSTORCH_IMPORT, Edit, _parses, cstorch_import_edi
 from cslint.fixes.syntax import CallIndex
 from cslint.port.branches import ALLOCATING_METHODS, TORCH_VIEWS, Helpers, \
     assignments_to, bound_to_none_before, fresh_names
-from cslint.semantic.module_index import dict_entries, dotted_name, entry_aliases
+from cslint.semantic.module_index import ClassInfo, dict_entries, dotted_name, entry_aliases
 from cslint.semantic.torch_api import OPTIM_HELPERS_READING_VALUE
 from cslint.source import SourceFile
 
@@ -136,8 +136,9 @@ _MAX_REACHED = 400
 def _reached_elsewhere(linted: LintResult, shown: str) -> dict[str, list[tuple[Path, int, int]]]:
     """By optimizer class of the file: the project functions of other files its methods
     call, directly or through one another (`self.apply_weight_decay(...)` of a base
-    class's module, `_get_value(step)` of a helpers module): what is left there is left
-    in the class too."""
+    class's module, `_get_value(step)` of a helpers module), and the methods of the
+    objects of project classes they make (GaLore's projector, kept in the state): what
+    is left there is left in the class too."""
     project = linted.project
     found: dict[str, list[tuple[Path, int, int]]] = {}
     for ref, kinds in project.classified_classes:
@@ -145,41 +146,60 @@ def _reached_elsewhere(linted: LintResult, shown: str) -> dict[str, list[tuple[P
         if info is None or info.module.display_path != shown or not kinds.optimizer \
                 or project.is_machinery(ref):
             continue
-        pending = list(info.methods.values())
+        # (function, the class whose `self` it has)
+        pending = [(method, ref) for method in info.methods.values()]
         seen: set[tuple] = set()
         spans: list[tuple[Path, int, int]] = []
         while pending and len(seen) < _MAX_REACHED:
-            function = pending.pop()
+            function, owner = pending.pop()
             if function.key in seen:
                 continue
             seen.add(function.key)
             if function.module.display_path != shown:
                 spans.append((function.module.path.absolute(), function.lineno,
                               function.end_lineno or function.lineno))
-            for node in ast.walk(function.node):
+            nodes = list(ast.walk(function.node))
+            called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
+            for node in nodes:
                 # What it calls, or names to call later (`func = _single_tensor_adamw`).
                 if isinstance(node, (ast.Name, ast.Attribute)) and \
                         isinstance(node.ctx, ast.Load):
-                    callee = _project_function(project, ref, function, node)
-                    if callee is not None and callee.key not in seen:
-                        pending.append(callee)
+                    pending += [(callee, callee_owner) for callee, callee_owner in
+                                _project_functions(project, owner, function, node,
+                                                   id(node) in called)
+                                if callee.key not in seen]
         found[info.name] = spans
     return found
 
 
-def _project_function(project, ref, function, node: ast.Name | ast.Attribute):
-    """The project function a name in `function` (a method of `ref`'s class, or what
-    it reaches) stands for: `self.m` along the class's MRO, a name as its module
-    imports it."""
+def _project_functions(project, ref, function, node: ast.Name | ast.Attribute,
+                       called: bool) -> list:
+    """The project functions a name in `function` (a method of `ref`'s class, or what
+    it reaches) stands for, each with the class its `self` is: `self.m` along the
+    class's MRO, a name as its module imports it, and where it is called, every method
+    of the plain project class it makes (its objects' methods run later: a projector)."""
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
             node.value.id == "self":
+        if ref is None:
+            return []
         found = project.find_method(ref, node.attr)
-        return found.function if found is not None else None
+        return [(found.function, ref)] if found is not None and found.function is not None \
+            else []
     dotted = dotted_name(node)
     if dotted is None:
-        return None
+        return []
     _, callee, _ = project.callee(function.module, dotted)
-    return callee
+    if callee is not None:
+        return [(callee, None)]
+    target = project.resolve_in_module(function.module, dotted) if called else None
+    if isinstance(target, ClassInfo):
+        made = project.ref_for_info(target)
+        kinds = project.kinds(made)
+        if not (kinds.optimizer or kinds.nn_module or kinds.cstorch_scheduler
+                or kinds.torch_scheduler or project.is_machinery(made)
+                or project.has_unknown_ancestor(made)):
+            return [(method, made) for method in target.methods.values()]
+    return []
 
 
 def _as_given(path: Path) -> str:
