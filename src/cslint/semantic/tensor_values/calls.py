@@ -135,6 +135,10 @@ class CallEvaluator:
                     "zeros_like", "ones_like", "full_like", "zeros", "ones", "full"):
                 return combine(self.args, node) or Tensor(
                     False, (ChainStep("`{}` is built from Python values", node),))
+        if dotted and function is None and walker.ref is not None:
+            made = self.object_made()
+            if made is not None:
+                return made
         if func_class is ast.Name:
             callee = walker.eval(func)
         elif func_class is ast.Attribute:
@@ -318,6 +322,28 @@ class CallEvaluator:
                 if found is not None and found.function is not None:
                     return Function(((found.function, None, None, False),))
         return None
+
+    def object_made(self) -> Value:
+        """An object of a plain project class made in an optimizer's traced code
+        (`projector = Projector(rank)` in its step): its `__init__` runs with the call's
+        arguments, and its methods run where it is used."""
+        walker = self.walker
+        analysis = walker.analysis
+        made = analysis.class_attributes.plain_class_made(walker.module, self.node)
+        if made is None:
+            return None
+        analysis.note_class_use(True)  # (only where the call makes such an object)
+        if not walker.project.kinds(walker.ref).optimizer:
+            return None
+        instance = Marker("object_self", made)
+        found = walker.project.find_method(made, "__init__")
+        if found is not None and found.function is not None and \
+                not walker.project.is_machinery(found.owner):
+            values = list(self.bindings(found.function, True, made))
+            if values:
+                values[0] = instance
+            analysis.summary(found.function, made, tuple(values))
+        return instance
 
     def call_value(self, callee: Value) -> Value:
         walker = self.walker

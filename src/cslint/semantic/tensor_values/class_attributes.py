@@ -65,7 +65,7 @@ class ClassAttributes:
                             target.value.__class__ is ast.Name and target.value.id == "self":
                         value = self._attribute_value(module, owner, node.value, lists)
                         if value is None and keeps_objects:
-                            kept = self._plain_class_made(module, node.value)
+                            kept = self.plain_class_made(module, node.value)
                             value = Marker("object_self", kept) if kept is not None else None
                         if value is not None:
                             values[target.attr] = _reassigned(values.get(target.attr), value)
@@ -185,7 +185,7 @@ class ClassAttributes:
                                 (method.module, node.value))
         found: dict[str, object] = {}
         for key, values in stores.items():
-            classes = {id(c): c for c in (self._plain_class_made(module, value)
+            classes = {id(c): c for c in (self.plain_class_made(module, value)
                                           for module, value in values)}
             if not any(c is not None for c in classes.values()):
                 continue
@@ -193,8 +193,9 @@ class ClassAttributes:
         self._objects_cache[id(info)] = found
         return found
 
-    def _plain_class_made(self, module: ModuleIndex, value: ast.expr) -> ClassRef | None:
-        """The ref of the plain project class `value` calls (`GaLoreProjector(rank)`)."""
+    def plain_class_made(self, module: ModuleIndex, value: ast.expr) -> ClassRef | None:
+        """The ref of the plain project class (no module, optimizer or scheduler, none
+        of unseen bases) `value` calls (`GaLoreProjector(rank)`)."""
         if value.__class__ is not ast.Call:
             return None
         dotted = dotted_name(value.func)
