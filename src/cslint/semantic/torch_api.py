@@ -222,6 +222,10 @@ TENSOR_FACTORIES = frozenset(
                  "as_tensor", "empty", "empty_like")
 )
 
+# Tensor methods that make a new tensor like their receiver (`p.new_zeros(())`).
+NEW_TENSOR_METHODS = frozenset({"new_zeros", "new_ones", "new_full", "new_empty",
+                                "new_tensor"})
+
 # ---- programs: torch.optim names, cstorch imports, float64 and dtypes ------------------
 
 # Imports that make a module code that runs on Cerebras (our runtime twin included).

@@ -18,7 +18,8 @@ from cslint.semantic.optimizer_state.values import (
     Role, StateItems, StateTensor, Strings, Value, ValueTuple, derive, join,
 )
 from cslint.semantic.project import ClassRef
-from cslint.semantic.torch_api import EAGER_CREATION_OPS, TENSOR_FACTORIES
+from cslint.semantic.torch_api import EAGER_CREATION_OPS, NEW_TENSOR_METHODS, \
+    TENSOR_FACTORIES
 from cslint.semantic.walker import StatementWalker, join_envs, unpacked_places
 
 if TYPE_CHECKING:
@@ -211,7 +212,9 @@ class StateWalker(StatementWalker):
                 if isinstance(target.slice, ast.Constant) \
                         and target.slice.value in self.absent_group_keys \
                         and self.call.role is Role.STEP and isinstance(value_node, ast.Call) \
-                        and self.qualified(value_node.func) in TENSOR_FACTORIES:
+                        and (self.qualified(value_node.func) in TENSOR_FACTORIES
+                             or isinstance(value_node.func, ast.Attribute)
+                             and value_node.func.attr in NEW_TENSOR_METHODS):
                     self.facts.append(GroupTensorCreated(self.function, target,
                                                          target.slice.value, self._where()))
             elif container is STATE_MAP:

@@ -14,7 +14,7 @@ from cslint.semantic.tensor_values.values import (
     MODULE_KINDS, UNSEEN_MODULE_CLASS, Function, Marker, Tensor, Value, join, union_classes,
 )
 from cslint.semantic.torch_api import COMPILE, DEVICE_ATTRIBUTES, METADATA_ATTRIBUTES, \
-    METADATA_METHODS, TENSOR_FACTORIES
+    METADATA_METHODS, NEW_TENSOR_METHODS, TENSOR_FACTORIES
 
 
 # Stores under one state key that make objects of more than one class (or other values).
@@ -670,6 +670,8 @@ def _setup_tensor_keys(project: ProjectIndex, module: ModuleIndex, method: Funct
             shared_keys if container == "self.state" else None
         if into is not None:
             dotted = dotted_name(value.func)
-            if dotted and project.qualified_name(module, dotted) in TENSOR_FACTORIES:
+            if dotted and project.qualified_name(module, dotted) in TENSOR_FACTORIES or (
+                    value.func.__class__ is ast.Attribute
+                    and value.func.attr in NEW_TENSOR_METHODS):
                 into.add(target.slice.value)
     return group_keys, shared_keys
