@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 
 from cslint.semantic.analysis_error import AnalysisError
 from cslint.source import TOO_DEEP, internal_error
-from cslint.semantic.module_index import FunctionInfo, ModuleIndex
+from cslint.semantic.module_index import FunctionInfo, ModuleIndex, dotted_name
 from cslint.semantic.optimizer_state.facts import StateFact
 from cslint.semantic.optimizer_state.values import OPTIMIZER, Role, value_signature
 from cslint.semantic.optimizer_state.walker import FunctionCall, StateWalker
 from cslint.semantic.project import ClassRef, ProjectIndex
 
 RESTORATION_METHODS = frozenset({"load_state_dict", "__setstate__", "_load_from_state_dict"})
+
+
+def _is_dict(node: ast.expr) -> bool:
+    """A dict display or `dict(...)`."""
+    return node.__class__ is ast.Dict or (node.__class__ is ast.Call
+                                         and dotted_name(node.func) == "dict")
+
+
+def _is_empty_dict(node: ast.expr) -> bool:
+    """`{}`, `dict()`, `OrderedDict()`, `defaultdict(dict)`: a dict made empty."""
+    if node.__class__ is ast.Dict:
+        return not node.keys
+    if node.__class__ is ast.Call and not node.keywords:
+        name = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
+        return (name in ("dict", "OrderedDict") and not node.args) or (
+            name == "defaultdict" and len(node.args) <= 1)
+    return False
 
 
 @dataclass
@@ -23,6 +41,9 @@ class OptimizerClass:
     created_keys: set[str] = field(default_factory=set)
     # Keys we cannot enumerate (dynamic keys, or an unseen base's preinitialize).
     open_keys: bool = False
+    # Dicts of per-parameter state the class keeps besides `self.state` (`self._state =
+    # {}` in `__init__`, filled by the step): read as the optimizer's state.
+    private_maps: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str:
@@ -100,7 +121,10 @@ class OptimizerStateAnalysis:
     # ---- one optimizer class -----------------------------------------------------
 
     def _analyse_class(self, ref: ClassRef) -> list[StateFact]:
-        optimizer_class = OptimizerClass(ref)
+        optimizer_class = OptimizerClass(ref, private_maps=self._private_state_maps(ref))
+        # A class with dicts of its own sees state where others see none: its walks
+        # neither reuse nor share walks made for other classes.
+        shares_walks = not optimizer_class.private_maps
         facts: list[StateFact] = []
         visited: set[tuple] = set()
         reached: set[int] = set()
@@ -115,10 +139,10 @@ class OptimizerStateAnalysis:
                     continue
                 visited.add(key)
                 reached.add(id(call.function))
-                if not self._may_touch_state(call):
+                if not self._may_touch_state(call, optimizer_class):
                     continue
                 shared_key = (*key, call.via)
-                cached = self._class_free_calls.get(shared_key)
+                cached = self._class_free_calls.get(shared_key) if shares_walks else None
                 if cached is not None and self._same_resolutions(ref, cached[1]):
                     queue.extend(cached[0])
                     continue
@@ -128,7 +152,8 @@ class OptimizerStateAnalysis:
                     # Restoration writes no findings, and a function that cannot see
                     # state matters only through what it calls; for other methods not
                     # even that: each method of the class is an entry of its own.
-                    if call.role is not Role.RESTORE and self._holds_state(call):
+                    if call.role is not Role.RESTORE and \
+                            self._holds_state(call, optimizer_class):
                         walker.walk()
                     elif call.role is not Role.OTHER:
                         walker.scan_calls()
@@ -140,7 +165,7 @@ class OptimizerStateAnalysis:
                 # A walk that wrote no state and found nothing did not depend on this
                 # class: other classes inheriting the same method reuse what it calls.
                 if call.role is not Role.PREINIT and not walker.wrote_state \
-                        and len(facts) == reported:
+                        and len(facts) == reported and shares_walks:
                     self._class_free_calls[shared_key] = (walker.calls, walker.resolutions)
 
         self._seed_created_keys(optimizer_class)
@@ -155,33 +180,83 @@ class OptimizerStateAnalysis:
         for name in self._method_names(ref):
             function = self._entry_function(ref, name)
             if function is not None and id(function) not in reached \
-                    and self._mentions_state(function):
+                    and self._mentions_state(function, optimizer_class):
                 run([self._call(function, Role.OTHER, name)])
         self.created_keys[id(ref)] = (frozenset(optimizer_class.created_keys),
                                       optimizer_class.open_keys)
         return facts
 
     @staticmethod
-    def _mentions_state(function: FunctionInfo) -> bool:
-        """Whether a function may reach optimizer state: its text names `.state`, or it
-        calls through `self` or `super()` (a textual, conservative prefilter)."""
+    def _mentions_state(function: FunctionInfo, optimizer_class: OptimizerClass) -> bool:
+        """Whether a function may reach optimizer state: its text names `.state` (or a
+        dict of the class's own state), or it calls through `self` or `super()` (a
+        textual, conservative prefilter)."""
         return function.mentions(".state") or function.mentions("self") or \
-            function.mentions("super(")
+            function.mentions("super(") or any(
+                function.mentions(f".{name}") for name in optimizer_class.private_maps)
 
-    def _may_touch_state(self, call: FunctionCall) -> bool:
+    def _may_touch_state(self, call: FunctionCall, optimizer_class: OptimizerClass) -> bool:
         """A function given no optimizer or state value that never names `.state` nor
         calls through self cannot create or update optimizer state: skip its walk."""
         if any(value_signature(b) is not None for b in call.bindings):
             return True
-        return self._mentions_state(call.function)
+        return self._mentions_state(call.function, optimizer_class)
 
-    def _holds_state(self, call: FunctionCall) -> bool:
+    def _holds_state(self, call: FunctionCall, optimizer_class: OptimizerClass) -> bool:
         """Whether a function can see optimizer state: it names `.state` or
-        `.param_groups` (tensors kept in param groups), or an argument is state (the
-        optimizer itself only counts through those)."""
+        `.param_groups` (tensors kept in param groups) or a dict of the class's own state,
+        or an argument is state (the optimizer itself only counts through those)."""
         if any(value_signature(b) is not None and b is not OPTIMIZER for b in call.bindings):
             return True
-        return call.function.mentions(".state") or call.function.mentions(".param_groups")
+        function = call.function
+        return function.mentions(".state") or function.mentions(".param_groups") or any(
+            function.mentions(f".{name}") for name in optimizer_class.private_maps)
+
+    def _private_state_maps(self, ref: ClassRef) -> frozenset[str]:
+        """The attributes the class (and its project bases) make an empty dict in
+        `__init__` and set nowhere else (but where a checkpoint is restored), nor empty
+        (`.clear()`), whose entries are dicts wherever one is stored (Magma's `self.
+        _state[id(p)] = {"alignment": ...}`): dicts of per-parameter state kept between
+        steps, besides `self.state`. (A dict of tensors, numbers or strings by parameter
+        is not read as state: its entries are no parameter's state dict.)"""
+        made: set[str] = set()
+        other: set[str] = set()
+        holds_dicts: set[str] = set()
+        for entry in self.project.mro(ref):
+            info = entry.info
+            if info is None or self.project.is_machinery(entry):
+                continue
+            for name, method in info.methods.items():
+                if not method.parameter_names or name in RESTORATION_METHODS:
+                    continue
+                self_name = method.parameter_names[0]
+                if not method.mentions(f"{self_name}."):
+                    continue
+                for node in method.statements:
+                    if node.__class__ is ast.Assign:
+                        targets, value = node.targets, node.value
+                    elif node.__class__ is ast.AnnAssign and node.value is not None:
+                        targets, value = [node.target], node.value
+                    else:
+                        continue
+                    for target in targets:
+                        if target.__class__ is ast.Attribute and \
+                                target.value.__class__ is ast.Name and \
+                                target.value.id == self_name:
+                            if name == "__init__" and _is_empty_dict(value):
+                                made.add(target.attr)
+                            else:
+                                other.add(target.attr)
+                        elif target.__class__ is ast.Subscript and \
+                                target.value.__class__ is ast.Attribute and \
+                                target.value.value.__class__ is ast.Name and \
+                                target.value.value.id == self_name:
+                            (holds_dicts if _is_dict(value) else other).add(target.value.attr)
+                text = method.source_text
+                if text is not None and ".clear(" in text:
+                    other.update(attribute for attribute in made
+                                 if f"{self_name}.{attribute}.clear(" in text)
+        return frozenset((made & holds_dicts) - other - {"state", "param_groups", "defaults"})
 
     def _same_resolutions(self, ref: ClassRef, resolutions: list[tuple]) -> bool:
         for name, after_name, function_id in resolutions:

@@ -369,6 +369,8 @@ class StateWalker(StatementWalker):
             # _base_optimizer.state[p]`: timm's Lookahead keeps its slow weights in the
             # state of the optimizer it wraps, which only preinitialize may extend too).
             return STATE_MAP if node.attr == "state" else PARAM_GROUPS
+        if base is OPTIMIZER and node.attr in self.optimizer_class.private_maps:
+            return STATE_MAP  # a dict of per-parameter state the class keeps itself
         if isinstance(base, StateTensor) and node.attr == "data":
             return base
         if isinstance(base, (StateTensor, Derived)) and node.attr in ("T", "mT", "real"):
