@@ -1598,15 +1598,22 @@ class PackagedSGD(Optimizer):
 '''
 
 
+def _package(tmp_path: Path, files: dict[str, str], init: str = "") -> Path:
+    """A package `optimizers` in `tmp_path` holding `files` (name -> text)."""
+    package = tmp_path / "optimizers"
+    package.mkdir()
+    (package / "__init__.py").write_text(init)
+    for name, text in files.items():
+        (package / name).write_text(text)
+    return package
+
+
 def test_verify_imports_a_module_of_a_package_with_its_relative_imports(tmp_path: Path):
     """An optimizer in a package (`from ._defaults import MOMENTUM`) is imported as a
     module of that package, its port beside it, so both run."""
     from cslint.port.verify import verify_port
 
-    package = tmp_path / "optimizers"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "_defaults.py").write_text("MOMENTUM = 0.9\n")
+    package = _package(tmp_path, {"_defaults.py": "MOMENTUM = 0.9\n"})
     path = package / "packaged.py"
     path.write_text(RELATIVE_IMPORT)
     ported = port_file(str(path), Config())
@@ -1622,10 +1629,8 @@ def test_verify_imports_a_module_of_a_package_whose_init_cannot_be_imported(
     the rest of timm): its modules are still imported, with their relative imports."""
     from cslint.port.verify import verify_port
 
-    package = tmp_path / "optimizers"
-    package.mkdir()
-    (package / "__init__.py").write_text("import a_package_not_installed\n")
-    (package / "_defaults.py").write_text("MOMENTUM = 0.9\n")
+    package = _package(tmp_path, {"_defaults.py": "MOMENTUM = 0.9\n"},
+                       init="import a_package_not_installed\n")
     path = package / "packaged.py"
     path.write_text(RELATIVE_IMPORT)
     ported = port_file(str(path), Config())
@@ -1639,9 +1644,7 @@ def test_verify_runs_a_port_with_the_ports_of_the_files_it_imports(tmp_path: Pat
     Adam`): the port of the subclass runs on the port of its base, not the original."""
     from cslint.port.verify import verify_ports
 
-    package = tmp_path / "optimizers"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
+    package = _package(tmp_path, {})
     (package / "adam.py").write_bytes((FIXTURES / "port" / "adam.in.py").read_bytes())
     base = port_file(str(package / "adam.py"), Config())
     name = base.classes[0].name
@@ -1736,16 +1739,13 @@ def test_what_is_left_in_another_files_function_a_class_reaches_is_left_in_the_c
     with its file, as the user names it; a class reaching nothing there is ported."""
     from cslint.port.command import run_port
 
-    package = tmp_path / "optimizers"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "_scalars.py").write_text(
-        "import torch\n\n\ndef as_number(x):\n"
-        "    return round(x.item(), 6) if isinstance(x, torch.Tensor) else x\n\n\n"
-        "def unused(x):\n    return float(x)\n")
-    (package / "helped.py").write_text(HELPED_ELSEWHERE)
-    (package / "plain.py").write_text(RELATIVE_IMPORT.replace(
-        "from ._defaults import MOMENTUM", "MOMENTUM = 0.9"))
+    _package(tmp_path, {
+        "_scalars.py": "import torch\n\n\ndef as_number(x):\n"
+                       "    return round(x.item(), 6) if isinstance(x, torch.Tensor) else x\n\n\n"
+                       "def unused(x):\n    return float(x)\n",
+        "helped.py": HELPED_ELSEWHERE,
+        "plain.py": RELATIVE_IMPORT.replace("from ._defaults import MOMENTUM", "MOMENTUM = 0.9"),
+    })
     monkeypatch.chdir(tmp_path)
     run = run_port(["optimizers/helped.py", "optimizers/plain.py"], Config(), write=False,
                    verify=False, runtime_reference=False)
@@ -1786,14 +1786,13 @@ def test_what_is_left_in_the_methods_of_an_object_the_class_makes_is_left_in_the
     the helpers module."""
     from cslint.port.command import run_port
 
-    package = tmp_path / "optimizers"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "_projector.py").write_text(
-        "class Projector:\n    def __init__(self, gap):\n        self.gap = gap\n\n"
-        "    def project(self, grad, step):\n        if step % self.gap == 0:\n"
-        "            return grad.sign()\n        return grad\n")
-    (package / "projected.py").write_text(PROJECTED_ELSEWHERE)
+    _package(tmp_path, {
+        "_projector.py": "class Projector:\n    def __init__(self, gap):\n"
+                         "        self.gap = gap\n\n    def project(self, grad, step):\n"
+                         "        if step % self.gap == 0:\n            return grad.sign()\n"
+                         "        return grad\n",
+        "projected.py": PROJECTED_ELSEWHERE,
+    })
     monkeypatch.chdir(tmp_path)
     run = run_port(["optimizers/projected.py"], Config(), write=False, verify=False,
                    runtime_reference=False)
@@ -1824,13 +1823,11 @@ def test_a_helper_of_another_file_that_hands_a_tensor_back_as_a_number_is_not_ca
     the list alone."""
     from cslint.port.command import run_port
 
-    package = tmp_path / "optimizers"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "_scalars.py").write_text(
-        "import torch\n\n\ndef as_number(x):\n"
-        "    return x.item() if isinstance(x, torch.Tensor) else x\n")
-    (package / "helped.py").write_text(HELPED_ELSEWHERE)
+    package = _package(tmp_path, {
+        "_scalars.py": "import torch\n\n\ndef as_number(x):\n"
+                       "    return x.item() if isinstance(x, torch.Tensor) else x\n",
+        "helped.py": HELPED_ELSEWHERE,
+    })
     monkeypatch.chdir(tmp_path)
     run = run_port(["optimizers/helped.py"], Config(), write=False, verify=False,
                    runtime_reference=False)
@@ -2263,10 +2260,7 @@ def test_verify_imports_a_package_module_named_like_an_installed_one_through_its
     through the package; `exit()` in the user's code is that class's problem."""
     from cslint.port.verify import verify_port
 
-    package = tmp_path / "optimizers"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "triton.py").write_text("print('triton is not installed')\nexit()\n")
+    package = _package(tmp_path, {"triton.py": "print('triton is not installed')\nexit()\n"})
     path = package / "lion.py"
     path.write_text((FIXTURES / "port" / "lion.in.py").read_text().replace(
         "def __init__(self, params,", "def __init__(self, params, use_kernel=False,", 1)
