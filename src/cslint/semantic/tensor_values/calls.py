@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 from cslint.semantic.module_index import FunctionInfo, dotted_name, is_super_call
 from cslint.semantic.project import ClassRef
 from cslint.semantic.tensor_values.values import (
-    DEVICE, MODULE_KINDS, SELF_KINDS, UNSEEN_MODULE_CLASS, ChainStep, Container, Function, Items, Marker,
-    Sequence, Tensor, Value, combine, element_of, entry_of, is_device, join, merged_into,
-    module_classes, stored_into,
+    DEVICE, MODULE_KINDS, SELF_KINDS, UNSEEN_MODULE_CLASS, ChainStep, Container, Function,
+    Items, Marker, Sequence, Tensor, Value, combine, element_of, entry_of, is_device, join,
+    merged_into, module_classes, stored_into,
 )
 from cslint.semantic.torch_api import (
     BOOLEAN_OPS, COMPILE, CREATION_SIZE_FUNCTIONS, DATA_DEPENDENT_SHAPE, DEVICE_FUNCTIONS,

@@ -14,9 +14,9 @@ from cslint.semantic.tensor_values.facts import (
     ValueDependentShape,
 )
 from cslint.semantic.tensor_values.values import (
-    DEVICE, SELF_KINDS, UNSEEN_MODULE_CLASS, ChainStep, Container, Function, Marker, Sequence, Tensor, Value,
-    collection_operation, combine, element_of, entry_of, is_collection, is_device, join,
-    merged_into, sliced, source_step, stored_into,
+    DEVICE, SELF_KINDS, UNSEEN_MODULE_CLASS, ChainStep, Container, Function, Marker, Sequence,
+    Tensor, Value, collection_operation, combine, element_of, entry_of, is_collection,
+    is_device, join, merged_into, sliced, source_step, stored_into,
 )
 from cslint.semantic.torch_api import DEVICE_ATTRIBUTES, DEVICE_TYPES, METADATA_ATTRIBUTES, \
     NOT_TRACING_UNDER_CSTORCH, TENSOR_TYPE_NAMES
