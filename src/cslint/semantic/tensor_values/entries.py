@@ -146,6 +146,13 @@ def _annotation_text(annotation: ast.expr) -> str:
             return f"{_annotation_text(annotation.value)}[" + ", ".join(
                 "..." if isinstance(p, ast.Constant) else _annotation_text(p)
                 for p in parts) + "]"
+    elif isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        # `torch.Tensor | None`, as `ast.unparse` writes it (within the snippet's limit)
+        text = f"{_annotation_text(annotation.left)} | {_annotation_text(annotation.right)}"
+        if len(text) <= 80:
+            return text
+    elif isinstance(annotation, ast.Constant) and annotation.value is None:
+        return "None"
     return source_snippet(annotation, 80).replace("typing.", "")
 
 
