@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 from cslint.semantic.analysis_error import AnalysisError
@@ -66,6 +67,7 @@ class OptimizerStateAnalysis:
         # Summaries of each class's MRO (`ProjectIndex.along_mro`), by id of its ref.
         self._method_names_by_class: dict[int, list[str]] = {}
         self._official_keys_by_class: dict[int, tuple[frozenset[str], bool]] = {}
+        self._attribute_uses_by_class: dict[int, tuple] = {}
 
     def run(self) -> None:
         # Classes sharing a method find the same facts in it: keep the first of each.
@@ -219,10 +221,18 @@ class OptimizerStateAnalysis:
         _state[id(p)] = {"alignment": ...}`): dicts of per-parameter state kept between
         steps, besides `self.state`. (A dict of tensors, numbers or strings by parameter
         is not read as state: its entries are no parameter's state dict.)"""
-        made: set[str] = set()
-        other: set[str] = set()
-        holds_dicts: set[str] = set()
-        for entry in self.project.mro(ref):
+        made, other, holds_dicts = self.project.along_mro(
+            ref, self._attribute_uses_by_class, self._attribute_uses,
+            lambda entry, then: self._attribute_uses([entry], then))
+        return frozenset((made & holds_dicts) - other - {"state", "param_groups", "defaults"})
+
+    def _attribute_uses(self, order: list[ClassRef], then: tuple = (
+            frozenset(), frozenset(), frozenset())) -> tuple:
+        """For `_private_state_maps`, over the classes of `order` and `then` (what the
+        classes after them give): the attributes made an empty dict in `__init__`, those
+        set or emptied otherwise, and those an entry is stored in as a dict."""
+        made, other, holds_dicts = set(then[0]), set(then[1]), set(then[2])
+        for entry in order:
             info = entry.info
             if info is None or self.project.is_machinery(entry):
                 continue
@@ -254,9 +264,8 @@ class OptimizerStateAnalysis:
                             (holds_dicts if _is_dict(value) else other).add(target.value.attr)
                 text = method.source_text
                 if text is not None and ".clear(" in text:
-                    other.update(attribute for attribute in made
-                                 if f"{self_name}.{attribute}.clear(" in text)
-        return frozenset((made & holds_dicts) - other - {"state", "param_groups", "defaults"})
+                    other.update(re.findall(rf"\b{re.escape(self_name)}\.(\w+)\.clear\(", text))
+        return frozenset(made), frozenset(other), frozenset(holds_dicts)
 
     def _same_resolutions(self, ref: ClassRef, resolutions: list[tuple]) -> bool:
         for name, after_name, function_id in resolutions:
