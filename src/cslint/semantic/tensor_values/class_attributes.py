@@ -35,6 +35,7 @@ class ClassAttributes:
         self._setup_keys_along_mro: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         self._forwards: dict[int, FunctionInfo | bool] = {}
         self._objects_cache: dict[int, dict[str, object]] = {}
+        self._object_classes: dict[tuple[int, str], ClassRef | None] = {}
 
     def _of_class(self, info: ClassInfo, owner: ClassRef
                   ) -> tuple[dict[str, Value], frozenset[str]]:
@@ -152,6 +153,9 @@ class ClassAttributes:
         that key makes one of that class; None otherwise."""
         if ref is None:
             return None
+        cache_key = (id(ref), key)
+        if cache_key in self._object_classes:
+            return self._object_classes[cache_key]
         found = None
         for entry in self.project.mro(ref):
             if entry.info is None:
@@ -160,8 +164,10 @@ class ClassAttributes:
             if stored is None:
                 continue
             if stored is _NOT_ONE_CLASS or (found is not None and stored is not found):
-                return None
+                found = None
+                break
             found = stored
+        self._object_classes[cache_key] = found
         return found
 
     def _objects_of_class(self, info: ClassInfo) -> dict[str, object]:
