@@ -23,6 +23,27 @@ def _is_dict(node: ast.expr) -> bool:
                                          and dotted_name(node.func) == "dict")
 
 
+def _makes_a_tensor(node: ast.expr) -> bool:
+    """Whether a dict's values include a tensor made there (`torch.tensor(1.0)`,
+    `torch.zeros_like(p)`, `p.new_zeros(())`, `p.clone()`): a dict of numbers or
+    metadata is no state of the graph."""
+    values = node.values if node.__class__ is ast.Dict else [k.value for k in node.keywords]
+    for value in values:
+        if value.__class__ is not ast.Call:
+            continue
+        dotted = dotted_name(value.func) or ""
+        method = value.func.attr if value.func.__class__ is ast.Attribute else ""
+        if dotted.startswith(("torch.", "cstorch.")) or method in _TENSOR_MAKING_METHODS:
+            return True
+    return False
+
+
+# Tensor methods that give a new tensor to keep (`p.clone()`, `p.new_zeros(())`).
+_TENSOR_MAKING_METHODS = frozenset({"clone", "detach", "new_zeros", "new_ones", "new_full",
+                                    "new_empty", "new_tensor", "zeros_like", "ones_like",
+                                    "full_like", "empty_like"})
+
+
 def _is_empty_dict(node: ast.expr) -> bool:
     """`{}`, `dict()`, `OrderedDict()`, `defaultdict(dict)`: a dict made empty."""
     if node.__class__ is ast.Dict:
@@ -261,7 +282,10 @@ class OptimizerStateAnalysis:
                                 target.value.__class__ is ast.Attribute and \
                                 target.value.value.__class__ is ast.Name and \
                                 target.value.value.id == self_name:
-                            (holds_dicts if _is_dict(value) else other).add(target.value.attr)
+                            if not _is_dict(value):
+                                other.add(target.value.attr)
+                            elif _makes_a_tensor(value):
+                                holds_dicts.add(target.value.attr)
                 text = method.source_text
                 if text is not None and ".clear(" in text:
                     other.update(re.findall(rf"\b{re.escape(self_name)}\.(\w+)\.clear\(", text))
