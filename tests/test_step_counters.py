@@ -199,6 +199,29 @@ REPORTED = {
                         state["step"] += 1
                         p.mul_(1 - 0.5 ** state["step"])  # expect: CS501
         ''',
+    "a list of past gradients kept in the state, grown at every step": '''
+        from collections import deque
+
+
+        class ShiftedAdam(cstorch.optim.Optimizer):
+            def __init__(self, params, lr=1e-3, keep=3):
+                super().__init__(params, dict(lr=lr, keep=keep))
+
+            def preinitialize(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        self.state[p]["grads"] = deque(maxlen=group["keep"])
+
+            @torch.no_grad()
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        state = self.state[p]
+                        grads = state["grads"]
+                        grads.append(p.grad.clone())
+                        average = torch.stack(list(grads)).mean(0)  # expect: CS501
+                        p.add_(-group["lr"] * average)
+        ''',
 }
 
 CLEAN = {
@@ -393,6 +416,26 @@ CLEAN = {
                 calls = 0
                 training_step(batch)
         ''',
+    "a list in the state emptied at each step": '''
+        class NormLog(cstorch.optim.Optimizer):
+            def __init__(self, params, lr=1e-3):
+                super().__init__(params, dict(lr=lr))
+
+            def preinitialize(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        self.state[p]["norms"] = []
+
+            @torch.no_grad()
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        norms = self.state[p]["norms"]
+                        norms.clear()
+                        norms.append(p.grad.norm())
+                        if len(norms) == 1:
+                            p.add_(-group["lr"] * p.grad)
+        ''',
 }
 
 
@@ -426,6 +469,16 @@ def test_the_message_names_the_counter_its_counting_and_the_fix(tmp_path):
         "an argument of a torch op `p.grad * scale` reads `self.steps` (through `scale`), "
         "a Python counter that traced code changes at every step (`self.steps += 1`, line 14)")
     assert "torch.where" in finding.message
+
+
+def test_a_list_of_past_values_is_told_to_keep_them_in_a_tensor(tmp_path):
+    _, _, result = _lint(tmp_path, REPORTED[
+        "a list of past gradients kept in the state, grown at every step"])
+    (finding,) = result.findings
+    assert "reads `state['grads']`" in finding.message
+    assert "(`grads.append(p.grad.clone())`, line" in finding.message
+    assert "so the list keeps its first step's length" in finding.message
+    assert "k slots, one written in place at each step" in finding.message
 
 
 def test_a_param_group_tensor_made_in_preinitialize_is_a_device_value(tmp_path):

@@ -147,6 +147,12 @@ PYTHON_COUNTER = (
     "keep the count in a tensor updated in place (optimizer state made in preinitialize, "
     "the global step) and choose with torch.where instead of a Python branch"
 )
+# A list of past values kept in the state, grown at every step (AdaShift's queue).
+PYTHON_HISTORY = (
+    "keep the values in a tensor made in preinitialize (k slots, one written in place at "
+    "each step, at `step % k`) and choose with torch.where on the global step instead of "
+    "the list's length"
+)
 
 # The first difference of two steps' graphs is an op the other step did not run.
 GRAPH_PATH_CHANGED = (

@@ -174,4 +174,6 @@ class GraphChangedByCounter(Rule):
                 f"`{counter.written}`{through}, a Python counter that traced code changes at every "
                 f"step (`{source_snippet(counting)}`, line {counting.lineno}): each step "
                 "would record another graph, and on the system the step's Python runs once, "
-                f"so the count stays at its first value; {advice.PYTHON_COUNTER}"))
+                + ("so the list keeps its first step's length; " + advice.PYTHON_HISTORY
+                   if counter.history else
+                   "so the count stays at its first value; " + advice.PYTHON_COUNTER)))

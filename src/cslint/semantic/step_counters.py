@@ -45,6 +45,7 @@ class StepCounter:
     written: str  # as the code names it: "self.steps", "seen"
     counting: ast.stmt  # the statement that counts
     function: FunctionInfo  # the traced function the counting is in
+    history: bool = False  # a list of past values in the state (`state["queue"]`)
 
 
 @dataclass(frozen=True)
@@ -565,7 +566,8 @@ def _entry_counters(module, project, info, traced, finder) -> Iterator[CounterDe
                 lineage = [entry.info for entry in project.mro(ref) if entry.info is not None]
             if not _entry_starts_as(module, lineage, key, traced_nodes, kind):
                 continue
-            counter = StepCounter(f"{container}[{key!r}]", statement, method)
+            counter = StepCounter(f"{container}[{key!r}]", statement, method,
+                                  history=kind == "list")
             for reader in traced:
                 if not (reader.mentions(f"'{key}'") or reader.mentions(f'"{key}"')):
                     continue  # reads no `group["key"]`
