@@ -194,10 +194,7 @@ def _project_functions(project, ref, function, node: ast.Name | ast.Attribute,
     target = project.resolve_in_module(function.module, dotted) if called else None
     if isinstance(target, ClassInfo):
         made = project.ref_for_info(target)
-        kinds = project.kinds(made)
-        if not (kinds.optimizer or kinds.nn_module or kinds.cstorch_scheduler
-                or kinds.torch_scheduler or project.is_machinery(made)
-                or project.has_unknown_ancestor(made)):
+        if project.is_plain_class(made):
             return [(method, made) for method in target.methods.values()]
     return []
 

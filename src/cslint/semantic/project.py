@@ -543,6 +543,14 @@ class ProjectIndex:
             )
         return found
 
+    def is_plain_class(self, ref: ClassRef) -> bool:
+        """A class of the project's own that is no module, optimizer or scheduler, nor
+        machinery, with no base we cannot see (a helper such as GaLore's projector)."""
+        kinds = self.kinds(ref)
+        return not (kinds.nn_module or kinds.optimizer or kinds.cstorch_scheduler
+                    or kinds.torch_scheduler or self.is_machinery(ref)
+                    or self.has_unknown_ancestor(ref))
+
     def has_unknown_ancestor(self, ref: ClassRef) -> bool:
         return any(entry.unknown for entry in self.mro(ref))
 

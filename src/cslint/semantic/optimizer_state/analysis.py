@@ -13,6 +13,7 @@ from cslint.semantic.optimizer_state.facts import StateFact
 from cslint.semantic.optimizer_state.values import OPTIMIZER, Role, value_signature
 from cslint.semantic.optimizer_state.walker import FunctionCall, StateWalker
 from cslint.semantic.project import ClassRef, ProjectIndex
+from cslint.semantic.torch_api import NEW_TENSOR_METHODS
 
 RESTORATION_METHODS = frozenset({"load_state_dict", "__setstate__", "_load_from_state_dict"})
 
@@ -23,7 +24,7 @@ def _is_dict(node: ast.expr) -> bool:
                                          and dotted_name(node.func) == "dict")
 
 
-def _makes_a_tensor(node: ast.expr) -> bool:
+def _makes_a_tensor(project: ProjectIndex, module: ModuleIndex, node: ast.expr) -> bool:
     """Whether a dict's values include a tensor made there (`torch.tensor(1.0)`,
     `torch.zeros_like(p)`, `p.new_zeros(())`, `p.clone()`): a dict of numbers or
     metadata is no state of the graph."""
@@ -31,17 +32,15 @@ def _makes_a_tensor(node: ast.expr) -> bool:
     for value in values:
         if value.__class__ is not ast.Call:
             continue
-        dotted = dotted_name(value.func) or ""
-        method = value.func.attr if value.func.__class__ is ast.Attribute else ""
-        if dotted.startswith(("torch.", "cstorch.")) or method in _TENSOR_MAKING_METHODS:
+        func = value.func
+        if func.__class__ is ast.Attribute and (func.attr in NEW_TENSOR_METHODS
+                                                or func.attr in ("clone", "detach")):
+            return True
+        dotted = dotted_name(func)
+        qualified = project.qualified_name(module, dotted) if dotted else None
+        if qualified and qualified.startswith(("torch.", "cerebras.pytorch.")):
             return True
     return False
-
-
-# Tensor methods that give a new tensor to keep (`p.clone()`, `p.new_zeros(())`).
-_TENSOR_MAKING_METHODS = frozenset({"clone", "detach", "new_zeros", "new_ones", "new_full",
-                                    "new_empty", "new_tensor", "zeros_like", "ones_like",
-                                    "full_like", "empty_like"})
 
 
 def _is_empty_dict(node: ast.expr) -> bool:
@@ -284,7 +283,7 @@ class OptimizerStateAnalysis:
                                 target.value.value.id == self_name:
                             if not _is_dict(value):
                                 other.add(target.value.attr)
-                            elif _makes_a_tensor(value):
+                            elif _makes_a_tensor(self.project, method.module, value):
                                 holds_dicts.add(target.value.attr)
                 text = method.source_text
                 if text is not None and ".clear(" in text:

@@ -177,7 +177,7 @@ class ClassAttributes:
         cached = self._objects_cache.get(id(info))
         if cached is not None:
             return cached
-        stores: dict[str, list[ast.expr]] = {}
+        stores: dict[str, list[tuple[ModuleIndex, ast.expr]]] = {}
         for method in info.methods.values():
             if not method.mentions("] = "):
                 continue
@@ -211,12 +211,7 @@ class ClassAttributes:
         if not isinstance(target, ClassInfo):
             return None
         ref = self.project.ref_for_info(target)
-        kinds = self.project.kinds(ref)
-        if kinds.nn_module or kinds.optimizer or kinds.cstorch_scheduler \
-                or kinds.torch_scheduler or self.project.is_machinery(ref) \
-                or self.project.has_unknown_ancestor(ref):
-            return None
-        return ref
+        return ref if self.project.is_plain_class(ref) else None
 
     def group_tensor_keys(self, ref: ClassRef | None) -> frozenset[str]:
         """Param-group keys `ref` (or a class of its MRO) makes tensors under where the
