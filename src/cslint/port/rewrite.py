@@ -1594,6 +1594,9 @@ class _Rewriter:
 
     def _selection(self, statement: ast.If, tensor_tests: set[int]) -> Edit | None:
         """The edit that selects with torch.where what `statement`'s branches do."""
+        memo = self._dropped_memo(statement)
+        if memo is not None:
+            return memo
         returned = self._selected_return(statement, tensor_tests)
         if returned is not None:
             return returned
@@ -1611,9 +1614,15 @@ class _Rewriter:
             isinstance(n, ast.Name) and n.id in names
             for t, _ in branches for n in ast.walk(t))
         function = self._function_of(statement)
+        by_name = [[block[index] for _, block in branches] +
+                   ([last[index]] if not isinstance(last[index], str) else [])
+                   for index in range(len(names))]
         if rebinds_tested or \
-                not all((_selectable(v) or _unchanged_alias(v, names, function))
-                        and _side_effect_free(v, on_new_tensors=True) for v in values) or \
+                not all((_selectable(v) or _unchanged_alias(v, names, function) or
+                         (_unchanged_entry(v, names, function)
+                          and any(_selectable(w) for w in given)))
+                        and _side_effect_free(v, on_new_tensors=True)
+                        for given in by_name for v in given) or \
                 not all(_side_effect_free(t) for t, _ in branches) or \
                 _reads_carried_value(statement, function, values):
             # (Lists of tensors, selected one by one, may still be; entries the
@@ -1630,6 +1639,85 @@ class _Rewriter:
                             for index, name in enumerate(names)]
         return Edit(start, end, (_newline(self.text) + self.indent_of(statement))
                     .join(lines))
+
+    def _dropped_memo(self, statement: ast.If) -> Edit | None:
+        """A memo of values computed from the step, its slot taken just above (the RAdam
+        paper's code: `buffered = group["buffer"][int(state["step"] % 10)]`, then `if
+        state["step"] == buffered[0]: n_sma, step_size = buffered[1], buffered[2]`, else
+        compute them and store them in the slot) saves work the graph does anyway, and
+        its test reads the step on the host: the computation runs every step, the memo
+        goes. Only where the `if` reads back exactly what the `else` stores, and nothing
+        after it reads the slot."""
+        parent = self.parents.get(id(statement))
+        block = next((b for b in (getattr(parent, f, None) for f in ("body", "orelse"))
+                      if isinstance(b, list) and any(s is statement for s in b)), None)
+        if block is None or not statement.orelse:
+            return None
+        at = next(i for i, s in enumerate(block) if s is statement)
+        taken = block[at - 1] if at else None
+        if not (isinstance(taken, ast.Assign) and len(taken.targets) == 1
+                and isinstance(taken.targets[0], ast.Name)
+                and isinstance(taken.value, ast.Subscript)):
+            return None
+        slot = taken.targets[0].id
+
+        def entry(node: ast.AST) -> object:
+            """The constant index of `slot[i]`, else a sentinel."""
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
+                    node.value.id == slot and isinstance(node.slice, ast.Constant):
+                return node.slice.value
+            return _NO_ENTRY
+
+        test = statement.test
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+                and isinstance(test.ops[0], ast.Eq)):
+            return None
+        sides = [test.left, test.comparators[0]]
+        keys = [entry(side) for side in sides]
+        if (keys[0] is _NO_ENTRY) == (keys[1] is _NO_ENTRY):
+            return None
+        key_entry = keys[0] if keys[0] is not _NO_ENTRY else keys[1]
+        read: dict[str, object] = {}  # name -> the entry the `if` binds it to
+        for line in statement.body:
+            if not (isinstance(line, ast.Assign) and len(line.targets) == 1):
+                return None
+            target, value = line.targets[0], line.value
+            pairs = list(zip(target.elts, value.elts)) if isinstance(target, ast.Tuple) and \
+                isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts) \
+                else [(target, value)]
+            for name, stored in pairs:
+                if not isinstance(name, ast.Name) or entry(stored) is _NO_ENTRY:
+                    return None
+                read[name.id] = entry(stored)
+        kept, written = [], {}
+        for line in statement.orelse:
+            if isinstance(line, ast.Assign) and len(line.targets) == 1 and \
+                    entry(line.targets[0]) is not _NO_ENTRY:
+                written[entry(line.targets[0])] = line
+                continue
+            if any(isinstance(n, ast.Name) and n.id == slot for n in ast.walk(line)):
+                return None
+            kept.append(line)
+        if key_entry not in written or set(written) != {key_entry, *read.values()}:
+            return None
+        for name, index in read.items():
+            store = written[index]
+            if not (isinstance(store.value, ast.Name) and store.value.id == name
+                    and any(isinstance(n, ast.Name) and n.id == name
+                            and isinstance(n.ctx, ast.Store)
+                            for line in kept if line.lineno < store.lineno
+                            for n in ast.walk(line))):
+                return None
+        function = self._function_of(statement)
+        if function is None or not kept or any(
+                isinstance(n, ast.Name) and n.id == slot and n.lineno > statement.end_lineno
+                for n in ast.walk(function)):
+            return None
+        indent = self.indent_of(statement)
+        lines = [line for kept_line in kept for line in _reindented(self, kept_line, indent)]
+        start, _ = self.span(taken)
+        _, end = self.span(statement)
+        return Edit(start, end, _newline(self.text).join(lines)[len(indent):])
 
     def _selection_with_rest(self, statement: ast.If, tensor_tests: set[int]) -> Edit | None:
         """`if t: <work>; continue` at the top of a loop's body (`return` at the top of a
@@ -4350,8 +4438,9 @@ def _reads_carried_value(statement: ast.stmt, function: ast.AST | None,
     step ends). Computing that branch unconditionally could fail."""
     if function is None:
         return False
+    # (Not `+=`: what it updates exists before it, as the branch reads it.)
     written = {ast.dump(target) for node in ast.walk(function)
-               if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+               if isinstance(node, (ast.Assign, ast.AnnAssign))
                and node.lineno > statement.end_lineno
                for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
                for target in ast.walk(target)
@@ -4426,6 +4515,40 @@ def _unchanged_alias(node: ast.expr, names: list[str], function: ast.AST | None)
         if isinstance(value, ast.Name) and value.id == node.id and not all(
                 isinstance(t, ast.Name) and t.id in names for t in targets):
             return False  # aliased by another name
+    return True
+
+
+_NO_ENTRY = object()
+
+
+def _unchanged_entry(node: ast.expr, names: list[str], function: ast.AST | None) -> bool:
+    """An entry or attribute read as it is (`curr_lr = group["lr"]` in one branch, a
+    number computed in the other) that nothing in the function changes in place, through
+    it or through a name bound to it, nor the names the branches bind: a selected copy
+    then holds the same values as the object it would have named."""
+    from cslint.port.branches import _place_root, changed_in_place
+
+    if not isinstance(node, (ast.Subscript, ast.Attribute)) or function is None or \
+            _place_root(node) is None or \
+            any(changed_in_place(function, name) for name in names):
+        return False
+    place = ast.dump(node)
+    for child in ast.walk(function):
+        if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and \
+                child.func.attr.endswith("_") and not child.func.attr.startswith("_") and \
+                ast.dump(child.func.value) == place:
+            return False  # (`group["lr"].mul_(...)`)
+        if isinstance(child, ast.Call) and child.args and ast.dump(child.args[0]) == place \
+                and (isinstance(child.func, ast.Attribute) and child.func.attr.endswith("_")
+                     or isinstance(child.func, ast.Name) and child.func.id.endswith("_")):
+            return False  # (`torch._foreach_mul_(group["bufs"], ...)`)
+        if isinstance(child, (ast.Assign, ast.AnnAssign)) and child.value is not None and \
+                ast.dump(child.value) == place:
+            targets = child.targets if isinstance(child, ast.Assign) else [child.target]
+            if any(not isinstance(t, ast.Name) or
+                   (t.id not in names and changed_in_place(function, t.id))
+                   for t in targets):
+                return False  # an alias changed in place
     return True
 
 
