@@ -21,7 +21,8 @@ from cslint.config import DEFAULT_MAX_FILE_SIZE
 from cslint.deep_stack import with_deep_stack
 from cslint.diagnostics import Finding, Location, Severity
 from cslint.engine import lint
-from cslint.fixes import cstorch_creation_fix, multiply_ones_fix, replace_call_fix, \
+from cslint.fixes import cstorch_creation_fix, fold_deprecated_scale_fix, multiply_ones_fix, \
+    replace_call_fix, \
     scale_first_argument_fix, \
     scale_foreach_argument_fix, stack_tensors_fix, weight_list_fix
 from cslint.semantic.torch_api import FOREACH_NUMBER_ARGUMENTS, FOREACH_SCALAR_ARGUMENTS
@@ -114,9 +115,13 @@ def _builder_findings(source: SourceFile, builder: str) -> list[Finding]:
         elif node.func.attr in ("add_", "sub_", "addcdiv_", "addcmul_"):
             keyword = "alpha" if node.func.attr in ("add_", "sub_") else "value"
             scale = [k.value for k in node.keywords if k.arg == keyword]
+            deprecated_arity = 2 if node.func.attr in ("add_", "sub_") else 3
             if scale:
                 fix = scale_first_argument_fix(node.func.attr, keyword)
                 where = scale[0]
+            elif len(node.args) == deprecated_arity and not node.keywords:
+                fix = fold_deprecated_scale_fix(node.func.attr)  # (`p.add_(-lr, g)`)
+                where = node.args[0]
         if fix is None or not builder.startswith(_BUILDER_OF_KIND[type(fix).__name__]):
             continue
         end_col = source.character_column(where.end_lineno, where.end_col_offset)
@@ -130,6 +135,7 @@ def _builder_findings(source: SourceFile, builder: str) -> list[Finding]:
 
 # Each kind of fix by the name of the builder fixtures that test it.
 _BUILDER_OF_KIND = {"ReplaceCall": "creation_ops", "ScaleFirstArgument": "scale_first_argument",
+                    "FoldDeprecatedScale": "fold_deprecated_scale",
                     "ScaleForeachArgument": "scale_foreach_argument",
                     "MultiplyOnes": "multiply_ones", "WeightList": "weight_list",
                     "StackTensors": "stack_tensors"}

@@ -70,8 +70,9 @@ class Clipped(torch.optim.Optimizer):
                     state["buf"] = torch.zeros_like(p)
                 # keep this comment
                 norm = p.grad.norm()
-                if norm > 1.0:  # a tensor-dependent if with a side effect
-                    state["buf"].add_(p.grad)
+                if norm > 1e6:  # a tensor-dependent if with a side effect
+                    raise FloatingPointError("the gradient diverged")
+                state["buf"].add_(p.grad)
                 p.add_(state["buf"], alpha=-group["lr"])
 '''
 
@@ -336,7 +337,7 @@ def test_what_cannot_be_rewritten_stays_and_is_listed_with_its_code(tmp_path: Pa
     text = ported.ported.decode()
     ast.parse(text)
     assert "def preinitialize(self):" in text
-    assert "if norm > 1.0:  # a tensor-dependent if with a side effect" in text
+    assert "if norm > 1e6:  # a tensor-dependent if with a side effect" in text
     assert "# keep this comment" in text
     assert [(c.name, c.remaining) for c in ported.classes] == [("Clipped", ("CS201",))]
     path.write_bytes(ported.ported)

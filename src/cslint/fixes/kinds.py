@@ -139,6 +139,67 @@ class ScaleFirstArgument(CallFix):
 
 
 @dataclass(frozen=True)
+class FoldDeprecatedScale(CallFix):
+    """`p.add_(-lr, g)` -> `p.add_(-lr * g)`, `p.addcdiv_(s, a, b)` -> `p.addcdiv_(s * a,
+    b)`: the scale that the deprecated form of a Tensor method takes first, folded into
+    the argument after it (CS205, CS204)."""
+
+    method: str
+
+    def locate(self, calls: CallIndex, location: Location) -> ast.Call | None:
+        for call in calls.by_first_argument.get(location, ()):
+            if isinstance(call.func, ast.Attribute) and call.func.attr == self.method:
+                return call
+        return None
+
+    def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
+        import libcst as cst
+
+        from cslint.fixes.syntax import dotted, parenthesized, punctuate
+
+        method = self.method
+        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == method):
+            raise NotApplicable(f"not a call of {method}()")
+        if dotted(call.func.value).split(".")[0] == "torch":
+            raise NotApplicable(f"torch.{method}() has no deprecated form to fold")
+        if len(call.args) < 2 or any(a.star or a.keyword is not None for a in call.args):
+            raise NotApplicable("not the deprecated form: a scale, then tensors, by position")
+        scale, scaled = call.args[0], call.args[1]
+        folded = cst.BinaryOperation(
+            left=parenthesized(scale.value, right_operand=False),
+            operator=cst.Multiply(whitespace_before=cst.SimpleWhitespace(" "),
+                                  whitespace_after=cst.SimpleWhitespace(" ")),
+            right=parenthesized(scaled.value, right_operand=True))
+        merged = scaled.with_changes(value=folded)
+        # A comment after the scale (`-lr,  # the step`) stays with the folded argument.
+        comment = _comment_after(scale)
+        if comment is not None:
+            after = merged.comma.whitespace_after \
+                if isinstance(merged.comma, cst.Comma) else None
+            if len(call.args) == 2 and isinstance(after, cst.ParenthesizedWhitespace):
+                # The last argument: its own line end and the closing bracket's indent.
+                return call.with_changes(args=[merged.with_changes(comma=merged.comma.with_changes(
+                    whitespace_after=after.with_changes(first_line=comment)))])
+            if len(call.args) > 2:
+                merged = merged.with_changes(comma=scale.comma)
+                return call.with_changes(args=punctuate(call.args, [(merged, 0)] + [
+                    (arg, index) for index, arg in enumerate(call.args) if index > 1]))
+        entries = [(merged, 1)] + \
+            [(arg, index) for index, arg in enumerate(call.args) if index > 1]
+        return call.with_changes(args=punctuate(call.args, entries))
+
+
+def _comment_after(arg: cst.Arg) -> "cst.TrailingWhitespace | None":
+    """The end of the argument's line where a comment follows its comma."""
+    import libcst as cst
+
+    after = arg.comma.whitespace_after if isinstance(arg.comma, cst.Comma) else None
+    if isinstance(after, cst.ParenthesizedWhitespace) and after.first_line.comment is not None:
+        return after.first_line
+    return None
+
+
+@dataclass(frozen=True)
 class ScaleForeachArgument(CallFix):
     """`torch._foreach_add_(ps, gs, alpha=a)` -> `torch._foreach_add_(ps,
     torch._foreach_mul(gs, a))`: fold the `keyword=` scale of a foreach op into the list
@@ -409,6 +470,13 @@ def scale_first_argument_fix(method: str, keyword: str) -> ScaleFirstArgument:
                                      f"{method}()", method, keyword)
 
 
+def fold_deprecated_scale_fix(method: str) -> FoldDeprecatedScale:
+    """CS205's and CS204's fix of a Tensor method's deprecated form, its scale first:
+    `p.add_(-lr, g)` -> `p.add_(-lr * g)`. Unsafe: the floating-point order changes."""
+    return FoldDeprecatedScale(False, f"fold the scale into the argument after it in "
+                                      f"{method}()", method)
+
+
 def scale_foreach_argument_fix(function: str, keyword: str) -> ScaleForeachArgument:
     """CS205's fix for foreach ops: `torch._foreach_add_(ps, gs, alpha=-lr)` ->
     `torch._foreach_add_(ps, torch._foreach_mul(gs, -lr))`. Unsafe: the floating-point
@@ -443,5 +511,6 @@ def weight_list_fix(function: str, keyword: str, index: int) -> WeightList:
 # its plain fields, and builds it back only as one of these.
 FIX_KINDS: dict[str, type[CallFix]] = {kind.__name__: kind
                                        for kind in (ReplaceCall, ScaleFirstArgument,
+                                                    FoldDeprecatedScale,
                                                     ScaleForeachArgument, MultiplyOnes,
                                                     WeightList, StackTensors)}

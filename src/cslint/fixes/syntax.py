@@ -32,6 +32,8 @@ class CallIndex:
         self.calls: dict[Location, ast.Call] = {}
         # A call by the span of one of its keyword arguments' values.
         self.keyword_values: dict[Location, list[tuple[ast.Call, ast.keyword]]] = {}
+        # A call by the span of its first positional argument.
+        self.by_first_argument: dict[Location, list[ast.Call]] = {}
         wanted = sorted(set(lines))
         nodes: list[ast.AST] = [tree]
         while nodes:
@@ -51,6 +53,9 @@ class CallIndex:
                     for keyword in node.keywords:
                         self.keyword_values.setdefault(self.location(keyword.value),
                                                        []).append((node, keyword))
+                    if node.args:
+                        self.by_first_argument.setdefault(self.location(node.args[0]),
+                                                          []).append(node)
                 nodes.append(node)
 
     def location(self, node: ast.expr) -> Location:

@@ -469,6 +469,8 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
         if (name not in taken.bound or name not in other.bound) and name not in none_before:
             kept_names[name] = fresh_name(f"{name}_before")
             lines.append(f"{indent}{kept_names[name]} = {name}")
+    if_comments, else_comments = _header_comments(r, statement)
+    lines.extend(indent + comment for comment in if_comments)
     for inner in statement.body:
         lines.extend(_reindented(r, inner, indent))
     selected_places: dict[str, str] = {}  # place -> the name holding the taken values
@@ -485,6 +487,7 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
         for code in first_changed:
             lines.extend(indent + line for line in _restore(shown[code], before[code],
                                                             kinds[code], unit))
+        lines.extend(indent + comment for comment in else_comments)
         for inner in statement.orelse:
             lines.extend(_reindented(r, inner, indent))  # (an `elif` becomes an `if`)
     for code in places:
@@ -521,6 +524,35 @@ def both_branches(r: "_Rewriter", statement: ast.If, condition: str) -> Edit | N
     new = new[len(indent):]
     newline = "\r\n" if "\r\n" in r.text else "\n"
     return Edit(start, end, new.replace("\n", newline))
+
+
+def _header_comments(r: "_Rewriter", statement: ast.If) -> tuple[list[str], list[str]]:
+    """The comments on the lines of the `if` test (`if t:  # the Adam-style update`) and
+    on its `else:` line: each goes above the code of its branch once both run."""
+    body_start = statement.body[0].lineno if statement.body else statement.end_lineno + 1
+    # (Not the comment lines above the first statement: they go with it.)
+    header = "".join(r.source.line_text(n).rstrip("\r\n") + "\n"
+                     for n in range(statement.lineno, body_start)
+                     if n == statement.lineno
+                     or not r.source.line_text(n).lstrip().startswith("#"))
+    own = sorted(_comments(_dedented_header(header)) - {"\0"}, key=header.find)
+    otherwise: list[str] = []
+    if statement.body and statement.orelse:
+        for number in range(statement.body[-1].end_lineno + 1, statement.orelse[0].lineno):
+            line = r.source.line_text(number)
+            if line.lstrip().startswith("else"):
+                otherwise = sorted(_comments(line.strip().replace("else", "if 1", 1)) - {"\0"},
+                                   key=line.find)
+                break
+    return own, otherwise
+
+
+def _dedented_header(header: str) -> str:
+    """An `if` (or `elif`) header, unindented and given a body, for the tokenizer."""
+    text = header.lstrip(" \t")
+    if text.startswith("elif"):
+        text = text[2:]
+    return text + "    pass\n"
 
 
 def fresh_names(function: ast.AST):
@@ -646,7 +678,34 @@ def _read_after(function: ast.AST, statement: ast.If, name: str) -> bool:
     loops = [n for n in ast.walk(function) if isinstance(n, (ast.For, ast.While))
              and id(statement) in {id(s) for s in ast.walk(n)}]
     in_loops = {id(n) for loop in loops for n in ast.walk(loop)}
-    return any(id(n) in in_loops for n in loads)
+    # (Loops listed outermost first: the innermost one around a load is its pass.)
+    return any(id(n) in in_loops and not _bound_earlier_in_block(
+        [loop for loop in loops if any(m is n for m in ast.walk(loop))][-1], n, name)
+        for n in loads)
+
+
+def _bound_earlier_in_block(scope: ast.AST, load: ast.Name, name: str) -> bool:
+    """Whether an assignment to `name` comes before `load` in a block of `scope` (a
+    loop) that holds it (`step_size = ...` above `p.add_(-step_size * m)`): the load
+    reads that pass's own value, not what an earlier pass left."""
+    for node in ast.walk(scope):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for index, statement in enumerate(block):
+                if not any(n is load for n in ast.walk(statement)):
+                    continue
+                return any(
+                    isinstance(earlier, (ast.Assign, ast.AnnAssign)) and any(
+                        isinstance(t, ast.Name) and t.id == name
+                        for target in (earlier.targets if isinstance(earlier, ast.Assign)
+                                       else [earlier.target])
+                        for t in ast.walk(target))
+                    for earlier in block[:index]) or \
+                    _bound_earlier_in_block(statement, load, name) \
+                    if statement is not load else False
+    return False
 
 
 def assignments_to(function: ast.AST, names: set[str]) -> list[ast.Assign | ast.AnnAssign]:

@@ -1211,7 +1211,8 @@ class _Rewriter:
                         and node.slice.value == key and node is not target \
                         and (isinstance(node.value, ast.Name)
                              or isinstance(node.value, ast.Subscript)) \
-                        and not _is_written_entry(node, self.parents):
+                        and not _is_written_entry(node, self.parents) \
+                        and not self._read_after_write(node, statement, function):
                     return None
                 if isinstance(node, ast.Constant) and node.value == key and \
                         not any(node is n for n in ast.walk(target)) and \
@@ -1222,6 +1223,10 @@ class _Rewriter:
                 isinstance(value, ast.Name) and changed_in_place(function, value.id):
             return None
         entries = _entry_shapes(methods.get("preinitialize"))
+        if "step" not in entries and any(
+                isinstance(node, ast.Attribute) and node.attr == "increment_global_step"
+                for method in methods.values() for node in ast.walk(method)):
+            entries["step"] = _ZERO_DIM  # (cstorch's global step: a 0-dim tensor)
         # The locals bound once before (in the loop; for the elements of a loop over
         # `zip`, in the function before the loop too).
         candidates = [s for s in [*(function.body if elements else []), *scope.body]
@@ -1237,6 +1242,60 @@ class _Rewriter:
         if shape not in (_LIKE, _ZERO_DIM):
             return None
         return owner, statement, shape, self.code(target.slice)
+
+    def _read_after_write(self, node: ast.Subscript, statement: ast.Assign,
+                          function: ast.AST) -> bool:
+        """Whether `node` reads the entry `statement` writes, later in the same block
+        (the value this step computed: AdaBelief's `if state["rho_t"] > 4:` under its
+        `state["rho_t"] = ...`), as an operand or into locals that nothing keeps: the
+        copy the port makes fills the same tensor at every step, so a value kept past
+        the step (appended to a list, stored elsewhere) would change with it."""
+        parent = self.parents.get(id(statement))
+        block = next((b for b in (getattr(parent, f, None) for f in ("body", "orelse",
+                                                                     "finalbody"))
+                      if isinstance(b, list) and any(s is statement for s in b)), None)
+        if block is None:
+            return False
+        at = next(i for i, s in enumerate(block) if s is statement)
+        if not any(n is node for later in block[at + 1:] for n in ast.walk(later)):
+            return False
+        use = self.parents.get(id(node))
+        if isinstance(use, (ast.Compare, ast.BinOp, ast.UnaryOp)):
+            return True
+        names: list[str] = []
+        if isinstance(use, ast.Assign) and use.value is node:
+            names = [t.id for t in use.targets if isinstance(t, ast.Name)]
+            if len(names) != len(use.targets):
+                return False
+        elif isinstance(use, ast.Tuple):
+            assignment = self.parents.get(id(use))
+            if not (isinstance(assignment, ast.Assign) and assignment.value is use
+                    and len(assignment.targets) == 1
+                    and isinstance(assignment.targets[0], ast.Tuple)
+                    and len(assignment.targets[0].elts) == len(use.elts)):
+                return False
+            bound = assignment.targets[0].elts[next(i for i, e in enumerate(use.elts)
+                                                    if e is node)]
+            if not isinstance(bound, ast.Name):
+                return False
+            names = [bound.id]
+        else:
+            return False
+        from cslint.port.branches import changed_in_place
+
+        for name in names:
+            if changed_in_place(function, name):
+                return False
+            for other in ast.walk(function):
+                kept = isinstance(other, ast.Call) and isinstance(other.func, ast.Attribute) \
+                    and other.func.attr in _KEEPING_METHODS and any(
+                        isinstance(a, ast.Name) and a.id == name for a in other.args)
+                stored = isinstance(other, ast.Assign) and isinstance(other.value, ast.Name) \
+                    and other.value.id == name and not all(
+                        isinstance(t, ast.Name) for t in other.targets)
+                if kept or stored:
+                    return False
+        return True
 
     def _copied_into(self, statement: ast.Assign, target: ast.expr) -> str:
         """`target.copy_(<the statement's value>)`; past `_LINE_LENGTH`, the value on a
@@ -3160,17 +3219,62 @@ def _parameter_loop_at_end(setup: ast.FunctionDef | None) -> tuple[ast.For, str]
     return (inner, state) if state is not None else None
 
 
+# Methods that keep what they are given in their receiver (a list, a set, a dict).
+_KEEPING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
+
+
+def _option_names(setup: ast.FunctionDef) -> set[str]:
+    """The names preinitialize binds only to the options of a param group (`beta1, beta2
+    = group["betas"]`, `eps = group["eps"]`), `group` a name its loop over
+    `self.param_groups` binds."""
+    groups = {loop.target.id for loop in ast.walk(setup)
+              if isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)
+              and isinstance(loop.iter, ast.Attribute) and loop.iter.attr == "param_groups"}
+    bound: dict[str, bool] = {}
+    for node in ast.walk(setup):
+        if not isinstance(node, ast.Assign):
+            continue
+        option = isinstance(node.value, ast.Subscript) and \
+            isinstance(node.value.value, ast.Name) and node.value.value.id in groups and \
+            isinstance(node.value.slice, ast.Constant)
+        for target in node.targets:
+            for name in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                if isinstance(name, ast.Name):
+                    bound[name.id] = bound.get(name.id, True) and option
+    return {name for name, only in bound.items() if only}
+
+
+def _number_arithmetic(value: ast.expr, options: set[str]) -> bool:
+    """Arithmetic of number constants and option names, nothing else."""
+    for node in ast.walk(value):
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+                return False
+        elif isinstance(node, ast.Name):
+            if node.id not in options:
+                return False
+        elif not isinstance(node, (ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop,
+                                   ast.Load)):
+            return False
+    return True
+
+
 def _entry_shapes(setup: ast.FunctionDef | None) -> dict[str, str]:
     """The shapes of the state entries preinitialize makes, by key: `_LIKE` the
-    parameter (`zeros_like(p)`, `full_like(p, v)`, `p.clone()`) or `_ZERO_DIM`
-    (`zeros(())`, `full((), v)`), where each of its creations of the key agrees."""
+    parameter (`zeros_like(p)`, `full_like(p, v)`, `p.clone()`), `_ZERO_DIM`
+    (`zeros(())`, `full((), v)`) or `_NUMBER` (arithmetic of numbers and the group's
+    options: AdaBelief's `state["rho_inf"] = 2.0 / (1.0 - beta2) - 1.0`), where each of
+    its creations of the key agrees."""
     shapes: dict[str, set] = {}
+    options = _option_names(setup) if setup is not None else set()
     for node in ast.walk(setup) if setup is not None else ():
         key = _state_key_written(node)
         if key is None:
             continue
         value, shape = node.value, None
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        if _number_arithmetic(value, options):
+            shape = _NUMBER
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
             name = value.func.attr
             if name in ("zeros_like", "ones_like", "full_like") and value.args:
                 shape = _LIKE

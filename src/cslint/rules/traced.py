@@ -6,8 +6,8 @@ import ast
 
 from cslint import advice
 from cslint.diagnostics import Severity
-from cslint.fixes import multiply_ones_fix, scale_first_argument_fix, \
-    scale_foreach_argument_fix, stack_tensors_fix, weight_list_fix
+from cslint.fixes import fold_deprecated_scale_fix, multiply_ones_fix, \
+    scale_first_argument_fix, scale_foreach_argument_fix, stack_tensors_fix, weight_list_fix
 from cslint.rules import FactRule, FixSafety, Rule, one_per_position, register
 from cslint.semantic.module_index import source_snippet
 from cslint.semantic.step_counters import counter_decisions
@@ -108,6 +108,8 @@ def _scalar_fix(fact):
     """The rewrite of a tensor where a Python number is needed, where there is one: the
     scale folded into a Tensor method's or a foreach op's argument, a fill value
     multiplying ones."""
+    if fact.method is not None and fact.keyword is None:
+        return fold_deprecated_scale_fix(fact.method)
     if fact.method is not None:
         return scale_first_argument_fix(fact.method, fact.keyword)
     if fact.foreach is not None:

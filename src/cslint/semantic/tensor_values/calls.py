@@ -704,7 +704,8 @@ class CallEvaluator:
             value = self.args[0]
             if is_device(value):
                 walker.scalar_argument(node.args[0], value,
-                                     f"the scalar first argument of `.{name}()` (deprecated form)")
+                                       f"the scalar first argument of `.{name}()` (deprecated form)",
+                                       name)
 
     def check_sizes(self, values: list[Value], position: str) -> None:
         for arg, value in zip(self.node.args, values):

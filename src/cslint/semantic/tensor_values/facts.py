@@ -62,7 +62,8 @@ class ScalarArgument:
     """A device tensor where PyTorch needs a Python number; `position` says which
     ("`alpha=` of `.add_()`", "a slice bound"). `scheduled`: it is (or is computed
     from) a scheduled hyperparameter. `method`/`keyword`: the Tensor method and keyword
-    when it is a scaling keyword of a Tensor method (`p.add_(g, alpha=-lr)`); `foreach`
+    when it is a scaling keyword of a Tensor method (`p.add_(g, alpha=-lr)`), the method
+    alone when it is the scale its deprecated form takes first (`p.add_(-lr, g)`); `foreach`
     and `keyword` when it is that of a foreach op (`torch._foreach_add_(ps, gs, alpha=-lr)`);
     `filled` ("full", "full_like") when it is the fill value of that torch function;
     `listed` (the op, "_foreach_lerp_") when it is a foreach op's number that a list of
