@@ -124,18 +124,14 @@ class ScaleFirstArgument(CallFix):
     def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
         import libcst as cst
 
-        from cslint.fixes.syntax import dotted, parenthesized
+        from cslint.fixes.syntax import dotted
 
         method = self.method
         if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == method):
             raise NotApplicable(f"not a call of {method}()")
         if dotted(call.func.value).split(".")[0] == "torch":
             raise NotApplicable(f"torch.{method}() scales its second argument, not its first")
-        return _fold_keyword(call, self.keyword, 0, lambda scale, first: cst.BinaryOperation(
-            left=parenthesized(scale, right_operand=False),
-            operator=cst.Multiply(whitespace_before=cst.SimpleWhitespace(" "),
-                                  whitespace_after=cst.SimpleWhitespace(" ")),
-            right=parenthesized(first, right_operand=True)))
+        return _fold_keyword(call, self.keyword, 0, _scaled)
 
 
 @dataclass(frozen=True)
@@ -155,7 +151,7 @@ class FoldDeprecatedScale(CallFix):
     def rewrite(self, call: cst.Call, context: FixContext) -> cst.Call:
         import libcst as cst
 
-        from cslint.fixes.syntax import dotted, parenthesized, punctuate
+        from cslint.fixes.syntax import dotted, punctuate
 
         method = self.method
         if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == method):
@@ -165,12 +161,7 @@ class FoldDeprecatedScale(CallFix):
         if len(call.args) < 2 or any(a.star or a.keyword is not None for a in call.args):
             raise NotApplicable("not the deprecated form: a scale, then tensors, by position")
         scale, scaled = call.args[0], call.args[1]
-        folded = cst.BinaryOperation(
-            left=parenthesized(scale.value, right_operand=False),
-            operator=cst.Multiply(whitespace_before=cst.SimpleWhitespace(" "),
-                                  whitespace_after=cst.SimpleWhitespace(" ")),
-            right=parenthesized(scaled.value, right_operand=True))
-        merged = scaled.with_changes(value=folded)
+        merged = scaled.with_changes(value=_scaled(scale.value, scaled.value))
         # A comment after the scale (`-lr,  # the step`) stays with the folded argument.
         comment = _comment_after(scale)
         if comment is not None:
@@ -187,6 +178,19 @@ class FoldDeprecatedScale(CallFix):
         entries = [(merged, 1)] + \
             [(arg, index) for index, arg in enumerate(call.args) if index > 1]
         return call.with_changes(args=punctuate(call.args, entries))
+
+
+def _scaled(scale: cst.BaseExpression, value: cst.BaseExpression) -> cst.BinaryOperation:
+    """`scale * value`, each parenthesized where the product needs it."""
+    import libcst as cst
+
+    from cslint.fixes.syntax import parenthesized
+
+    return cst.BinaryOperation(
+        left=parenthesized(scale, right_operand=False),
+        operator=cst.Multiply(whitespace_before=cst.SimpleWhitespace(" "),
+                              whitespace_after=cst.SimpleWhitespace(" ")),
+        right=parenthesized(value, right_operand=True))
 
 
 def _comment_after(arg: cst.Arg) -> "cst.TrailingWhitespace | None":

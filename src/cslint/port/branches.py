@@ -689,8 +689,8 @@ def _bound_earlier_in_block(scope: ast.AST, load: ast.Name, name: str) -> bool:
     loop) that holds it (`step_size = ...` above `p.add_(-step_size * m)`): the load
     reads that pass's own value, not what an earlier pass left."""
     for node in ast.walk(scope):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
+        for part in ("body", "orelse", "finalbody"):
+            block = getattr(node, part, None)
             if not isinstance(block, list):
                 continue
             for index, statement in enumerate(block):

@@ -1250,10 +1250,7 @@ class _Rewriter:
         `state["rho_t"] = ...`), as an operand or into locals that nothing keeps: the
         copy the port makes fills the same tensor at every step, so a value kept past
         the step (appended to a list, stored elsewhere) would change with it."""
-        parent = self.parents.get(id(statement))
-        block = next((b for b in (getattr(parent, f, None) for f in ("body", "orelse",
-                                                                     "finalbody"))
-                      if isinstance(b, list) and any(s is statement for s in b)), None)
+        block = self._block_of(statement)
         if block is None:
             return False
         at = next(i for i, s in enumerate(block) if s is statement)
@@ -1707,9 +1704,7 @@ class _Rewriter:
         its test reads the step on the host: the computation runs every step, the memo
         goes. Only where the `if` reads back exactly what the `else` stores, and nothing
         after it reads the slot."""
-        parent = self.parents.get(id(statement))
-        block = next((b for b in (getattr(parent, f, None) for f in ("body", "orelse"))
-                      if isinstance(b, list) and any(s is statement for s in b)), None)
+        block = self._block_of(statement)
         if block is None or not statement.orelse:
             return None
         at = next(i for i, s in enumerate(block) if s is statement)
