@@ -317,6 +317,27 @@ def test_a_memo_of_values_by_step_goes_and_its_computation_runs_every_step(small
     assert (verified.numbers_equal, verified.strict_clean) == (True, True), verified
 
 
+@pytest.mark.parametrize("change", [
+    # the slot keeps another key than the one it is tested with
+    ('buffered[0] = state["step"]', 'buffered[0] = state["step"] + 1'),
+    # the computation changes a tensor: running it at every step does more than a hit
+    ('correction = 1 - group["beta"] ** state["step"]\n',
+     'correction = 1 - group["beta"] ** state["step"]\n'
+     '                    state["exp_avg"].mul_(1.0)\n'),
+    # the slot is read again before it is taken (a pass of the loop reads the last one)
+    ('state["step"] += 1\n', 'state["step"] += 1\n                last = buffered\n'),
+])
+def test_a_memo_that_is_more_than_a_memo_stays(tmp_path: Path, change):
+    """The memo goes only where the slot keeps the key it is tested with, the `else`
+    only binds names, and nothing but the `if` and the line above it reads the slot."""
+    old, new = change
+    assert old in STEP_KEPT_IN_A_CACHE
+    path = tmp_path / "memo.py"
+    path.write_text(STEP_KEPT_IN_A_CACHE.replace(old, new, 1))
+    text = port_file(str(path), Config()).ported.decode()
+    assert "if state[\"step\"] == buffered[0]:" in text
+
+
 def test_a_step_count_kept_elsewhere_is_kept_as_a_copy(small_ports):
     """The count becomes one tensor the global step counts in place: a cache of
     corrections by step whose slot is read again later stays, and storing the step in it

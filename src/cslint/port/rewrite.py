@@ -49,7 +49,7 @@ from cslint.fixes.apply import CSTORCH_IMPORT, Edit, _parses, cstorch_import_edi
     fix_findings
 from cslint.fixes.syntax import CallIndex
 from cslint.port.branches import ALLOCATING_METHODS, TORCH_VIEWS, Helpers, \
-    assignments_to, bound_to_none_before, fresh_names
+    assignments_to, bound_to_none_before, fresh_names, is_in_place
 from cslint.semantic.module_index import ClassInfo, dict_entries, dotted_name, entry_aliases
 from cslint.semantic.torch_api import OPTIM_HELPERS_READING_VALUE
 from cslint.source import SourceFile
@@ -1754,6 +1754,15 @@ class _Rewriter:
             kept.append(line)
         if key_entry not in written or set(written) != {key_entry, *read.values()}:
             return None
+        # The slot keeps the key it is tested with (a copy of it), and the computation
+        # only binds names: run at every step, it does nothing the memo's hits skipped.
+        compared = ast.dump(sides[1] if keys[0] is not _NO_ENTRY else sides[0])
+        stored_key = written[key_entry].value
+        if isinstance(stored_key, ast.Call) and isinstance(stored_key.func, ast.Attribute) \
+                and stored_key.func.attr == "clone" and not stored_key.args:
+            stored_key = stored_key.func.value
+        if ast.dump(stored_key) != compared or not _binds_names_only(kept):
+            return None
         for name, index in read.items():
             store = written[index]
             if not (isinstance(store.value, ast.Name) and store.value.id == name
@@ -1763,10 +1772,11 @@ class _Rewriter:
                             for n in ast.walk(line))):
                 return None
         function = self._function_of(statement)
+        own = {id(n) for part in (taken, statement) for n in ast.walk(part)}
         if function is None or not kept or any(
-                isinstance(n, ast.Name) and n.id == slot and n.lineno > statement.end_lineno
+                isinstance(n, ast.Name) and n.id == slot and id(n) not in own
                 for n in ast.walk(function)):
-            return None
+            return None  # (the slot read elsewhere: more than a memo)
         indent = self.indent_of(statement)
         lines = [line for kept_line in kept for line in _reindented(self, kept_line, indent)]
         start, _ = self.span(taken)
@@ -4618,6 +4628,24 @@ def _unchanged_alias(node: ast.expr, names: list[str], function: ast.AST | None)
 
 
 _NO_ENTRY = object()
+
+
+def _binds_names_only(statements: list[ast.stmt]) -> bool:
+    """Whether the statements do nothing but bind local names (tests and arithmetic
+    around them included): no entry, attribute or in-place change, no way out."""
+    for statement in statements:
+        for node in ast.walk(statement):
+            if isinstance(node, (ast.Return, ast.Break, ast.Continue, ast.Raise, ast.Yield,
+                                 ast.YieldFrom, ast.Await, ast.Global, ast.Nonlocal,
+                                 ast.Delete, ast.FunctionDef, ast.ClassDef, ast.Lambda)):
+                return False
+            if isinstance(node, (ast.Subscript, ast.Attribute)) and \
+                    isinstance(node.ctx, ast.Store):
+                return False
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                    node.func.attr in _KEEPING_METHODS or is_in_place(node.func.attr)):
+                return False
+    return True
 
 
 def _unchanged_entry(node: ast.expr, names: list[str], function: ast.AST | None) -> bool:
