@@ -338,6 +338,103 @@ def test_a_memo_that_is_more_than_a_memo_stays(tmp_path: Path, change):
     assert "if state[\"step\"] == buffered[0]:" in text
 
 
+@pytest.mark.parametrize("change", [
+    # the flag read twice: each `if first:` would become a test of its own
+    ("                g = p.grad", "                if first:\n"
+     "                    norm = norm * 1.0\n                g = p.grad"),
+    # the state changed between the flag and its test
+    ("                norm = p.grad.pow(2).sum()\n",
+     "                norm = p.grad.pow(2).sum()\n                state.clear()\n"),
+    # the entry `.get` gives read before its test
+    ('                if buf is None:\n', '                p.mul_(0.5 if buf is None else 1.0)\n'
+     '                if buf is None:\n'),
+    # made without binding the name, then read after the `if`: None there on the first step
+    ('                    buf = state["momentum_buffer"] = p.grad.clone()',
+     '                    state["momentum_buffer"] = p.grad.clone()'),
+])
+def test_a_first_step_test_written_otherwise_stays_where_it_is_more(tmp_path: Path, change):
+    """A flag (`first = len(state) == 0`) becomes its test only where `if first:` is its
+    one use and nothing changes the state between them; an entry read with `.get` only
+    where nothing but its test, the branch making it and the `else` reads the name, and
+    the branch making it binds it where it is read after."""
+    source = (FIXTURES / "port" / "lazy_tests.in.py").read_text()
+    old, new = change
+    assert old in source
+    path = tmp_path / "lazy.py"
+    path.write_text(source.replace(old, new, 1))
+    text = port_file(str(path), Config()).ported.decode()
+    assert ("first = len(state) == 0" in text) if "first" in old + new or "clear" in new \
+        else ('buf = state.get("momentum_buffer")' in text)
+
+
+TWO_FIRST_STEP_PATHS = '''\
+import torch
+from torch.optim import Optimizer
+
+
+class TwoPaths(Optimizer):
+    def __init__(self, params, lr=0.01, momentum=0.9, batched=False):
+        super().__init__(params, dict(lr=lr, momentum=momentum, batched=batched))
+
+    def _batched_buffers(self, group):
+        buffers, firsts = [], []
+        for p in group["params"]:
+            state = self.state[p]
+            first_step = "momentum_buffer" not in state
+            if first_step:
+                state["momentum_buffer"] = torch.empty_like(p)
+            buffers.append(state["momentum_buffer"])
+            firsts.append(first_step)
+        return buffers, firsts
+
+    def _one_by_one(self, group):
+        for p in group["params"]:
+            state = self.state[p]
+            {lazy}
+                buf = state["momentum_buffer"] = p.grad.clone()
+            else:
+                {bound}buf.mul_(group["momentum"]).add_(p.grad)
+            p.add_(buf, alpha=-group["lr"])
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            if group["batched"]:
+                buffers, firsts = self._batched_buffers(group)
+                for p, buf, first in zip(group["params"], buffers, firsts):
+                    if first:
+                        buf.copy_(p.grad)
+                    else:
+                        buf.mul_(group["momentum"]).add_(p.grad)
+                    p.add_(buf, alpha=-group["lr"])
+            else:
+                self._one_by_one(group)
+'''
+
+
+@pytest.mark.parametrize("lazy, bound", [
+    ('buf = state.get("momentum_buffer")\n            if buf is None:', ""),
+    ('if "momentum_buffer" not in state:',
+     'buf = state["momentum_buffer"]\n                '),
+])
+def test_state_another_path_makes_under_its_own_first_step_test_stays_lazy(
+        tmp_path: Path, lazy, bound):
+    """A second path that makes the same entry under its own test of whether the state
+    has it (pytorch-optimizer's SGDW: a foreach path recording `first_step =
+    "momentum_buffer" not in state` for its first update) would never take its first
+    step's branch again once preinitialize makes the entry: the state stays lazy, listed,
+    and the `.get` form is left as written."""
+    source = TWO_FIRST_STEP_PATHS.format(lazy=lazy, bound=bound)
+    ast.parse(source)
+    path = tmp_path / "two_paths.py"
+    path.write_text(source)
+    ported = port_file(str(path), Config())
+    text = ported.ported.decode()
+    assert [(c.name, c.remaining) for c in ported.classes] == [("TwoPaths", ("CS101",))]
+    assert "first_step = \"momentum_buffer\" not in state" in text
+    assert lazy.splitlines()[0] in text
+
+
 def test_a_step_count_kept_elsewhere_is_kept_as_a_copy(small_ports):
     """The count becomes one tensor the global step counts in place: a cache of
     corrections by step whose slot is read again later stays, and storing the step in it

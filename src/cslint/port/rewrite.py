@@ -303,7 +303,7 @@ def _round(linted: LintResult, shown: str, statement: str, config: Config) -> by
             stateless.append(info.node)
     steps = (lambda: rewriter.import_edits(bool(torch_classes)), rewriter.base_edits,
              rewriter.shared_state_edits, rewriter.state_alias_edits,
-             rewriter.lazy_state_edits, rewriter.setup_state_edits,
+             rewriter.lazy_test_edits, rewriter.lazy_state_edits, rewriter.setup_state_edits,
              lambda: rewriter.stateless_edits(stateless),
              rewriter.preinitialize_call_edits,
              rewriter.group_counter_edits, rewriter.group_accumulator_edits,
@@ -492,6 +492,43 @@ class _Rewriter:
                     text = text[:first - start] + name + text[last - start:]
                 edits.append(Edit(start, end, f"{name} = {written}{_newline(self.text)}"
                                               f"{self.indent_of(guard)}{text}"))
+        return _apart(edits)
+
+    def lazy_test_edits(self) -> list[Edit]:
+        """The two other ways a step writes its lazy-initialisation test, made the form
+        the next rounds move into preinitialize:
+        - a flag taken once (`first = len(state) == 0`, then `if first:`, its one use)
+          -> the test itself in the `if`;
+        - the entry read with `.get` and tested for None (`buf = state.get("k")`, then
+          `if buf is None: <make it> else: <update buf>`) -> `if "k" not in state:`,
+          the `else` binding `buf = state["k"]` first.
+        Only where nothing between the two lines changes the state, and the name is
+        bound and read nowhere else (but in the branch that makes the entry)."""
+        edits: list[Edit] = []
+        newline = _newline(self.text)
+        for finding in self.coded("CS101"):
+            for node in self.statements_at(finding)[:1]:
+                guard = next((a for a in self.ancestors(node) if isinstance(a, ast.If)), None)
+                function = self._function_of(node)
+                if guard is None or function is None:
+                    continue
+                found = _tested_lazily(guard, function, self._block_of, self.code)
+                owner = next((a for a in self.ancestors(function)
+                              if isinstance(a, ast.ClassDef)), None)
+                if found is None or owner is None:
+                    continue
+                state = _state_name_in(function)
+                if state is None or _made_lazily_elsewhere(_methods(owner), function,
+                                                           [guard], state):
+                    continue  # (the next rounds would not move it: left as written)
+                taken, test, entry = found
+                line = self.line_start(taken.lineno)
+                edits.append(Edit(line, self.after_line(taken.end_lineno), ""))
+                edits.append(Edit(*self.span(guard.test), test))
+                if entry is not None and guard.orelse:
+                    first = guard.orelse[0]
+                    at = self.line_start(first.lineno)
+                    edits.append(Edit(at, at, f"{self.indent_of(first)}{entry}{newline}"))
         return _apart(edits)
 
     def lazy_state_edits(self) -> list[Edit]:
@@ -2262,7 +2299,8 @@ class _LazyStatePlan:
         existing = methods.get("preinitialize")
         loops = self._loops(guards, step) if where is step else \
             self._helper_loops(guards, where, step)
-        if loops is None or _tests_state_elsewhere(where, state_name, guards):
+        if loops is None or _tests_state_elsewhere(where, state_name, guards) or \
+                _made_lazily_elsewhere(methods, where, guards, state_name):
             return False
         group, blocks, param_loop = loops
         param = param_loop.target.id
@@ -2999,6 +3037,94 @@ def _under_views(node: ast.expr) -> ast.expr:
             and node.func.attr in _VIEWS:
         node = node.func.value
     return node
+
+
+def _tested_lazily(guard: ast.If, function: ast.AST, block_of, code_of) -> tuple | None:
+    """For `lazy_test_edits`: (the statement that takes the flag or the entry, the test
+    for the `if`, the `else`'s first line or None), or None."""
+    test = guard.test
+    if isinstance(test, ast.Name):
+        flag, via_get = test.id, False
+    elif isinstance(test, ast.Compare) and len(test.ops) == 1 and \
+            isinstance(test.ops[0], ast.Is) and isinstance(test.left, ast.Name) and \
+            isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        flag, via_get = test.left.id, True
+    else:
+        return None
+    block = block_of(guard)
+    if block is None:
+        return None
+    at = next(i for i, s in enumerate(block) if s is guard)
+    taken = next((s for s in reversed(block[:at]) if isinstance(s, ast.Assign)
+                  and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                  and s.targets[0].id == flag), None)
+    if taken is None:
+        return None
+    value = taken.value
+    if via_get:
+        # `state.get("k")`: the entry, or None where the state lacks it.
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                and value.func.attr == "get" and isinstance(value.func.value, ast.Name)
+                and len(value.args) == 1 and not value.keywords
+                and isinstance(value.args[0], ast.Constant)
+                and isinstance(value.args[0].value, str)):
+            return None
+        state, key = value.func.value.id, code_of(value.args[0])
+        new_test = f"{key} not in {state}"
+        entry = f"{flag} = {state}[{key}]"
+    else:
+        state = _lazy_state_name(value)
+        if state is None:
+            return None
+        new_test, entry = code_of(value), None
+    # Bound there and (for `.get`) in the branch that makes the entry; read only by the
+    # test and that branch and the `else` (as the entry it now binds).
+    inside = {id(n) for part in guard.body for n in ast.walk(part)}
+    elsewhere = {id(n) for part in guard.orelse for n in ast.walk(part)}
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Name) and node.id == flag) or \
+                any(node is n for n in ast.walk(taken.targets[0])) or \
+                any(node is n for n in ast.walk(test)):
+            continue
+        if not via_get:
+            return None  # the flag read or bound elsewhere
+        if id(node) not in inside and id(node) not in elsewhere and \
+                node.lineno < guard.lineno:
+            return None
+        if isinstance(node.ctx, ast.Store) and id(node) not in inside:
+            return None
+    if via_get and not any(isinstance(n, ast.Name) and n.id == flag and
+                           isinstance(n.ctx, ast.Store) for part in guard.body
+                           for n in ast.walk(part)) and any(
+            isinstance(n, ast.Name) and n.id == flag and n.lineno > guard.end_lineno
+            for n in ast.walk(function)):
+        return None  # (None after the `if` where it made the entry: read so later)
+    # Nothing between the two changes the state.
+    for statement in block[block.index(taken) + 1:at]:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name) and node.id == state:
+                return None
+    return taken, new_test, entry
+
+
+def _lazy_state_name(test: ast.expr) -> str | None:
+    """The state a first-step test reads: `len(state) == 0`, `not state`, `"k" not in
+    state`."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and \
+            isinstance(test.operand, ast.Name):
+        return test.operand.id
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    left, right, op = test.left, test.comparators[0], test.ops[0]
+    if isinstance(op, ast.Eq) and isinstance(left, ast.Call) and \
+            isinstance(left.func, ast.Name) and left.func.id == "len" and \
+            len(left.args) == 1 and isinstance(left.args[0], ast.Name) and \
+            isinstance(right, ast.Constant) and right.value == 0:
+        return left.args[0].id
+    if isinstance(op, ast.NotIn) and isinstance(left, ast.Constant) and \
+            isinstance(left.value, str) and isinstance(right, ast.Name):
+        return right.id
+    return None
 
 
 def _apart(edits: list[Edit]) -> list[Edit]:
@@ -4304,6 +4430,48 @@ def _asks_for_none(node: ast.AST, key: str) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
         node.func.attr == "get" and bool(node.args) and \
         isinstance(node.args[0], ast.Constant) and node.args[0].value == key
+
+
+def _made_lazily_elsewhere(methods: dict[str, ast.FunctionDef], where: ast.FunctionDef,
+                           guards: list[ast.If], state_name: str) -> bool:
+    """Whether another method of the class makes one of the keys these checks make
+    under its own test of whether the state has it (pytorch-optimizer's SGDW: a
+    foreach path whose `first_step = "momentum_buffer" not in state` chooses its
+    first update): made in preinitialize, the state is always there, and that path
+    would never take its first step's branch again."""
+    moved = {key for guard in guards for key in _state_keys_stored(guard, {state_name})}
+    for method in methods.values():
+        if method is where:
+            continue
+        name = _state_name_in(method)
+        if name is None:
+            continue
+        tests = [n for n in ast.walk(method) if _asks_for_state(n, name, moved)]
+        flags = {t.targets[0].id for t in ast.walk(method)
+                 if isinstance(t, ast.Assign) and len(t.targets) == 1
+                 and isinstance(t.targets[0], ast.Name)
+                 and any(t.value is test for test in tests)}
+        for node in ast.walk(method):
+            if not isinstance(node, ast.If) or not (
+                    any(node.test is test for test in tests)
+                    or isinstance(node.test, ast.Name) and node.test.id in flags):
+                continue
+            if _state_keys_stored(node, {name}) & moved:
+                return True
+    return False
+
+
+def _asks_for_state(node: ast.AST, state_name: str, keys: set[str]) -> bool:
+    """`"k" not in state` / `"k" in state` of one of `keys`, `len(state) == 0`, `not
+    state`."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        left, right = node.left, node.comparators[0]
+        if isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            return isinstance(left, ast.Constant) and left.value in keys and \
+                isinstance(right, ast.Name) and right.id == state_name
+    return _lazy_state_name(node) == state_name if isinstance(node, (ast.Compare,
+                                                                      ast.UnaryOp)) \
+        else False
 
 
 def _tests_state_elsewhere(function: ast.FunctionDef, state_name: str,
