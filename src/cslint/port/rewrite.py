@@ -4438,7 +4438,9 @@ def _made_lazily_elsewhere(methods: dict[str, ast.FunctionDef], where: ast.Funct
     under its own test of whether the state has it (pytorch-optimizer's SGDW: a
     foreach path whose `first_step = "momentum_buffer" not in state` chooses its
     first update): made in preinitialize, the state is always there, and that path
-    would never take its first step's branch again."""
+    would never take its first step's branch again. Not a check that only makes it
+    filled with a constant, with no `else` and no flag kept (GaLore's step making again
+    what its `init_group` made before it): on that path the state is only there sooner."""
     moved = {key for guard in guards for key in _state_keys_stored(guard, {state_name})}
     for method in methods.values():
         if method is where:
@@ -4456,9 +4458,30 @@ def _made_lazily_elsewhere(methods: dict[str, ast.FunctionDef], where: ast.Funct
                     any(node.test is test for test in tests)
                     or isinstance(node.test, ast.Name) and node.test.id in flags):
                 continue
-            if _state_keys_stored(node, {name}) & moved:
+            if not _state_keys_stored(node, {name}) & moved:
+                continue
+            flag = node.test.id if isinstance(node.test, ast.Name) else None
+            kept = flag is not None and sum(
+                isinstance(n, ast.Name) and n.id == flag and isinstance(n.ctx, ast.Load)
+                for n in ast.walk(method)) > 1
+            if node.orelse or kept or not all(
+                    _constant_allocation(statement.value) for statement in ast.walk(node)
+                    if isinstance(statement, ast.Assign)
+                    and any(isinstance(t, ast.Subscript) for t in statement.targets)):
                 return True
     return False
+
+
+def _constant_allocation(value: ast.expr) -> bool:
+    """A new tensor of a constant (`torch.zeros_like(p)`, `torch.full_like(p, 0.5)`)."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return False
+    name = value.func.attr
+    if name in ("zeros_like", "ones_like", "zeros", "ones"):
+        return True
+    fill = value.args[1] if len(value.args) > 1 else next(
+        (k.value for k in value.keywords if k.arg == "fill_value"), None)
+    return name in ("full_like", "full") and isinstance(fill, ast.Constant)
 
 
 def _asks_for_state(node: ast.AST, state_name: str, keys: set[str]) -> bool:
