@@ -535,24 +535,19 @@ def _header_comments(r: "_Rewriter", statement: ast.If) -> tuple[list[str], list
                      for n in range(statement.lineno, body_start)
                      if n == statement.lineno
                      or not r.source.line_text(n).lstrip().startswith("#"))
-    own = sorted(_comments(_dedented_header(header)) - {"\0"}, key=header.find)
-    otherwise: list[str] = []
+    otherwise = ""
     if statement.body and statement.orelse:
-        for number in range(statement.body[-1].end_lineno + 1, statement.orelse[0].lineno):
-            line = r.source.line_text(number)
-            if line.lstrip().startswith("else"):
-                otherwise = sorted(_comments(line.strip().replace("else", "if 1", 1)) - {"\0"},
-                                   key=line.find)
-                break
-    return own, otherwise
+        otherwise = next((line for number in range(statement.body[-1].end_lineno + 1,
+                                                    statement.orelse[0].lineno)
+                          if (line := r.source.line_text(number)).lstrip().startswith("else")),
+                         "")
+    return _line_comments(header), _line_comments(otherwise)
 
 
-def _dedented_header(header: str) -> str:
-    """An `if` (or `elif`) header, unindented and given a body, for the tokenizer."""
-    text = header.lstrip(" \t")
-    if text.startswith("elif"):
-        text = text[2:]
-    return text + "    pass\n"
+def _line_comments(text: str) -> list[str]:
+    """The comments of a few lines of code (unindented for the tokenizer), in order."""
+    text = text.lstrip(" \t")
+    return sorted(_comments(text) - {"\0"}, key=text.find)
 
 
 def fresh_names(function: ast.AST):
@@ -703,8 +698,7 @@ def _bound_earlier_in_block(scope: ast.AST, load: ast.Name, name: str) -> bool:
                                        else [earlier.target])
                         for t in ast.walk(target))
                     for earlier in block[:index]) or \
-                    _bound_earlier_in_block(statement, load, name) \
-                    if statement is not load else False
+                    _bound_earlier_in_block(statement, load, name)
     return False
 
 

@@ -4487,14 +4487,12 @@ def _constant_allocation(value: ast.expr) -> bool:
 def _asks_for_state(node: ast.AST, state_name: str, keys: set[str]) -> bool:
     """`"k" not in state` / `"k" in state` of one of `keys`, `len(state) == 0`, `not
     state`."""
-    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and \
+            isinstance(node.ops[0], (ast.In, ast.NotIn)):
         left, right = node.left, node.comparators[0]
-        if isinstance(node.ops[0], (ast.In, ast.NotIn)):
-            return isinstance(left, ast.Constant) and left.value in keys and \
-                isinstance(right, ast.Name) and right.id == state_name
-    return _lazy_state_name(node) == state_name if isinstance(node, (ast.Compare,
-                                                                      ast.UnaryOp)) \
-        else False
+        return isinstance(left, ast.Constant) and left.value in keys and \
+            isinstance(right, ast.Name) and right.id == state_name
+    return _lazy_state_name(node) == state_name
 
 
 def _tests_state_elsewhere(function: ast.FunctionDef, state_name: str,
